@@ -1,0 +1,45 @@
+"""swe_rl_jax: JAX-native SoRFT and SWE-RL training for Qwen and Llama models."""
+from setuptools import find_packages, setup
+
+# Exact pins: the two README commands must give every machine the same environment.
+# torch is not listed here on purpose: it must be installed first as `torch==2.13.0`
+# (tools/env.sh does that) so pip takes the CPU wheel instead of a CUDA build.
+INSTALL_REQUIRES = [
+    "jax==0.10.2",
+    "jaxlib==0.10.2",
+    "flax==0.12.8",
+    "optax==0.2.8",
+    "orbax-checkpoint==0.12.8",
+    "transformers==5.23.0",
+    "tokenizers==0.23.3",
+    "tensorflow-datasets==4.9.10",
+    "seqio==0.0.20",
+    "tensorflow==2.21.0",
+    "tensorflow-text==2.21.1",
+    "numpy==2.4.6",
+    "safetensors==0.8.0",
+    "pyyaml==6.0.3",
+    "unidiff==1.0.1",
+    "tqdm==4.70.1",
+    "tensorboardX==2.6.5",
+    "matplotlib==3.11.2",
+]
+
+TEST_REQUIRES = [
+    "pytest==9.2.0",
+    "hypothesis==6.170.15",
+    "torch==2.13.0",
+    "gguf==0.19.0",
+    "accelerate==1.15.0",
+]
+
+setup(
+    name="swe_rl_jax",
+    version="0.1.0",
+    description="JAX-native SoRFT and SWE-RL training for Qwen and Llama models",
+    packages=find_packages(include=["swe_rl_jax", "swe_rl_jax.*"]),
+    python_requires=">=3.11",
+    install_requires=INSTALL_REQUIRES,
+    extras_require={"test": TEST_REQUIRES},
+    entry_points={"console_scripts": ["swe-rl-jax=swe_rl_jax.cli:main"]},
+)

@@ -1,0 +1,179 @@
+"""The decoder: one pure function serves Qwen2/2.5, Qwen3 and Llama 3.x, with or without a KV cache.
+
+    forward(config, params, tokens, attention_mask, positions) -> logits   (training, parity tests)
+    hidden_states(config, params, tokens, positions, kv_mask, cache, cache_index) -> (h, cache)
+                                                                            (losses, the sampler)
+
+Masking works on cache *slots*, not positions: a query written at slot `cache_index + s` may attend
+key slot `t` iff `t <= cache_index + s` and `kv_mask[b, t]`. Without a cache the slots are just the
+sequence indices. Positions only feed RoPE, so left-padded prompts (positions counted from each
+row's first real token) and the cache's slot layout stay independent.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Literal, Optional
+
+import jax
+import jax.numpy as jnp
+
+from swe_rl_jax.models.config import ModelConfig
+from swe_rl_jax.models.layers import apply_rope, attention, rms_norm, rope_tables, swiglu
+from swe_rl_jax.models.params import Params
+
+KVCache = dict[str, jax.Array]  # {"k": [L, B, T, K, hd], "v": [L, B, T, K, hd]}
+RematPolicy = Literal["none", "full", "dots"]
+# `constrain(x, logical_axes) -> x`: pins an activation's sharding (parallel.rules.constrainer).
+Constrain = Callable[[jax.Array, tuple[str, ...]], jax.Array]
+
+_REMAT_POLICIES = {
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+def compute_dtype(config: ModelConfig) -> Any:
+    return jnp.bfloat16 if config.dtype == "bfloat16" else jnp.float32
+
+
+def init_cache(config: ModelConfig, batch: int, length: int, dtype: Any = None) -> KVCache:
+    """An empty KV cache with `length` slots per sequence."""
+    shape = (config.num_layers, batch, length, config.num_kv_heads, config.head_dim_)
+    dtype = dtype or compute_dtype(config)
+    return {"k": jnp.zeros(shape, dtype), "v": jnp.zeros(shape, dtype)}
+
+
+def positions_from_mask(attention_mask: jax.Array) -> jax.Array:
+    """RoPE positions for left- or right-padded rows: 0 at each row's first real token."""
+    mask = attention_mask.astype(jnp.int32)
+    return jnp.maximum(jnp.cumsum(mask, axis=-1) - 1, 0)
+
+
+def _layer(
+    config: ModelConfig,
+    x: jax.Array,
+    lp: Params,
+    cos: jax.Array,
+    sin: jax.Array,
+    mask: jax.Array,
+    kv: Optional[tuple[jax.Array, jax.Array]],
+    cache_index: Optional[jax.Array],
+) -> tuple[jax.Array, Optional[tuple[jax.Array, jax.Array]]]:
+    dtype = x.dtype
+    eps = config.rms_norm_eps
+    w = lambda name: lp[name].astype(dtype)  # noqa: E731  (f32 master weights, bf16 compute)
+
+    h = rms_norm(x, lp["attn_norm"], eps)
+    q = jnp.einsum("bsd,dhk->bshk", h, w("q_proj"))
+    k = jnp.einsum("bsd,dhk->bshk", h, w("k_proj"))
+    v = jnp.einsum("bsd,dhk->bshk", h, w("v_proj"))
+    if config.qkv_bias:
+        q, k, v = q + w("q_bias"), k + w("k_bias"), v + w("v_bias")
+    if config.qk_norm:
+        q, k = rms_norm(q, lp["q_norm"], eps), rms_norm(k, lp["k_norm"], eps)
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+
+    if kv is not None:
+        k_cache, v_cache = kv
+        start = (0, cache_index, 0, 0)
+        k_cache = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), start)
+        v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), start)
+        kv = (k_cache, v_cache)
+        k, v = k_cache.astype(dtype), v_cache.astype(dtype)
+
+    attn = attention(q, k, v, mask)
+    x = x + jnp.einsum("bshk,hkd->bsd", attn, w("o_proj"))
+    h = rms_norm(x, lp["mlp_norm"], eps)
+    x = x + swiglu(h, w("gate_proj"), w("up_proj"), w("down_proj"))
+    return x, kv
+
+
+def hidden_states(
+    config: ModelConfig,
+    params: Params,
+    tokens: jax.Array,
+    positions: jax.Array,
+    kv_mask: Optional[jax.Array] = None,
+    cache: Optional[KVCache] = None,
+    cache_index: Optional[jax.Array] = None,
+    remat: RematPolicy = "none",
+    segment_ids: Optional[jax.Array] = None,
+    constrain: Optional[Constrain] = None,
+) -> tuple[jax.Array, Optional[KVCache]]:
+    """Final-norm hidden states [B, S, D] (compute dtype) and the updated cache.
+
+    tokens, positions: [B, S] int. kv_mask: [B, T] bool over key slots (T = S without a cache,
+    the cache length with one); None means every slot is real. cache_index: the slot where
+    `tokens[:, 0]` is written (scalar int), required with a cache. segment_ids: [B, S] int for
+    packed rows without a cache: a query attends only keys of its own segment; 0 is padding.
+    constrain: pins the residual stream's sharding at every layer boundary (training on a mesh).
+    """
+    batch, seq = tokens.shape
+    dtype = compute_dtype(config)
+    num_slots = seq if cache is None else cache["k"].shape[2]
+    offset = jnp.asarray(0 if cache_index is None else cache_index, jnp.int32)
+    query_slot = offset + jnp.arange(seq, dtype=jnp.int32)
+    causal = jnp.arange(num_slots, dtype=jnp.int32)[None, :] <= query_slot[:, None]  # [S, T]
+    mask = jnp.broadcast_to(causal[None], (batch, seq, num_slots))
+    if kv_mask is not None:
+        mask = mask & kv_mask.astype(bool)[:, None, :]
+    if segment_ids is not None:
+        same = segment_ids[:, :, None] == segment_ids[:, None, :]
+        mask = mask & same & (segment_ids != 0)[:, None, :]
+    pin = constrain or (lambda x, _: x)
+
+    cos, sin = rope_tables(config, positions)
+    x = pin(params["embed"].astype(dtype)[tokens], ("batch", "length", "embed"))
+
+    def body(x: jax.Array, xs: tuple[Params, Any]) -> tuple[jax.Array, Any]:
+        lp, kv = xs
+        x, kv = _layer(config, x, lp, cos, sin, mask, kv, offset)
+        return pin(x, ("batch", "length", "embed")), kv
+
+    if remat != "none":
+        body = jax.checkpoint(body, policy=_REMAT_POLICIES[remat])
+
+    kv_in = None if cache is None else (cache["k"], cache["v"])
+    if config.scan_layers:
+        x, kv_out = jax.lax.scan(body, x, (params["layers"], kv_in))
+    else:
+        outs = []
+        for i in range(config.num_layers):
+            layer_i = jax.tree.map(lambda a: a[i], (params["layers"], kv_in))
+            x, kv_i = body(x, layer_i)
+            outs.append(kv_i)
+        kv_out = None if cache is None else tuple(jnp.stack(t) for t in zip(*outs))
+    h = rms_norm(x, params["final_norm"], config.rms_norm_eps)
+    new_cache = None if cache is None else {"k": kv_out[0], "v": kv_out[1]}
+    return h, new_cache
+
+
+def output_embedding(config: ModelConfig, params: Params) -> jax.Array:
+    """The [D, V] projection to the vocabulary (the transposed input embedding when tied)."""
+    return params["embed"].T if config.tie_word_embeddings else params["lm_head"]
+
+
+def logits_from_hidden(config: ModelConfig, params: Params, h: jax.Array) -> jax.Array:
+    """Float32 logits; the matmul runs in the compute dtype and accumulates in float32."""
+    w = output_embedding(config, params).astype(h.dtype)
+    return jnp.einsum("bsd,dv->bsv", h, w, preferred_element_type=jnp.float32)
+
+
+def forward(
+    config: ModelConfig,
+    params: Params,
+    tokens: jax.Array,
+    attention_mask: Optional[jax.Array] = None,
+    positions: Optional[jax.Array] = None,
+) -> jax.Array:
+    """Logits [B, S, V] in float32. attention_mask [B, S]: 1 for real tokens, 0 for padding."""
+    tokens = jnp.asarray(tokens)
+    if attention_mask is not None:
+        attention_mask = jnp.asarray(attention_mask)
+    if positions is None:
+        positions = (
+            positions_from_mask(attention_mask)
+            if attention_mask is not None
+            else jnp.broadcast_to(jnp.arange(tokens.shape[1], dtype=jnp.int32), tokens.shape)
+        )
+    h, _ = hidden_states(config, params, tokens, jnp.asarray(positions), kv_mask=attention_mask)
+    return logits_from_hidden(config, params, h)
