@@ -1,0 +1,32 @@
+"""The teacher interface: k chat completions per subtask prompt, from any back end."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class TeacherRequest:
+    task_id: str
+    messages: tuple[Message, ...]
+    n: int = 1
+    temperature: float = 0.7
+    max_tokens: int = 2048
+
+
+@dataclass(frozen=True)
+class TeacherResponse:
+    """`completions` holds what the back end produced (possibly fewer than asked, never None);
+    `error` says why a request yielded nothing (it is counted, never raised mid-batch)."""
+
+    task_id: str
+    completions: tuple[str, ...]
+    error: str = ""
+
+
+class Teacher(Protocol):
+    def generate(self, requests: Sequence[TeacherRequest]) -> list[TeacherResponse]:
+        """One response per request, in request order."""
+        ...

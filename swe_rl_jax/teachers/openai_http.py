@@ -1,0 +1,145 @@
+"""A teacher behind any OpenAI-compatible `/chat/completions` endpoint (vLLM, SGLang, hosted APIs).
+
+Each of the n samples of a request is fetched as its own call with `n=1` and cached under its own
+key (request content + sample index): endpoints differ in `n` support, and per-sample entries let an
+interrupted run resume sample by sample. Calls run on a bounded thread pool; 429, 5xx, timeouts
+and connection errors are retried with exponential backoff (honouring `Retry-After`); other 4xx
+are not retried. The API key is read from an environment variable at call time and only ever
+placed in the Authorization header: it is not part of cache keys, files, logs or errors.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from swe_rl_jax.config import require
+from swe_rl_jax.teachers.base import TeacherRequest, TeacherResponse
+from swe_rl_jax.teachers.cache import CompletionCache, cache_key
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+@dataclass(frozen=True)
+class HttpTeacherConfig:
+    base_url: str  # e.g. http://127.0.0.1:8000/v1
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"  # name of the variable, never the key itself
+    max_concurrency: int = 8
+    max_retries: int = 5
+    timeout_s: float = 120.0
+    backoff_s: float = 1.0
+    backoff_max_s: float = 30.0
+    cache_dir: str = "outputs/teacher_cache"
+
+    def __post_init__(self) -> None:
+        require(self.base_url.startswith(("http://", "https://")), "base_url", f"not an http(s) URL: {self.base_url!r}")
+        require(self.max_concurrency > 0, "max_concurrency", "must be > 0")
+        require(self.max_retries >= 0, "max_retries", "must be >= 0")
+        require(self.timeout_s > 0, "timeout_s", "must be > 0")
+
+
+class RequestFailed(Exception):
+    pass
+
+
+class HttpTeacher:
+    def __init__(self, config: HttpTeacherConfig):
+        self.config = config
+        self.cache = CompletionCache(config.cache_dir)
+        self.stats = {"calls": 0, "cache_hits": 0, "retries": 0, "failures": 0}
+        self._lock = threading.Lock()
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self.stats[name] += 1
+
+    def generate(self, requests: Sequence[TeacherRequest]) -> list[TeacherResponse]:
+        jobs = [(r, i) for r in requests for i in range(r.n)]
+        with ThreadPoolExecutor(max_workers=self.config.max_concurrency) as pool:
+            results = list(pool.map(lambda job: self._sample(*job), jobs))
+        out, k = [], 0
+        for r in requests:
+            got = results[k:k + r.n]
+            k += r.n
+            completions = tuple(c for c, _ in got if c is not None)
+            errors = sorted({e for _, e in got if e})
+            out.append(TeacherResponse(r.task_id, completions, "; ".join(errors)))
+        return out
+
+    def _payload(self, request: TeacherRequest) -> dict[str, Any]:
+        return {
+            "model": self.config.model,
+            "messages": [dict(m) for m in request.messages],
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+            "n": 1,
+        }
+
+    def _sample(self, request: TeacherRequest, index: int) -> tuple[str | None, str]:
+        payload = self._payload(request)
+        key = cache_key({"base_url": self.config.base_url, "sample": index, **payload})
+        cached = self.cache.get(key)
+        if cached is not None:
+            self._count("cache_hits")
+            return cached, ""
+        try:
+            completion = self._post_with_retries(payload)
+        except RequestFailed as e:
+            self._count("failures")
+            return None, str(e)
+        self.cache.put(key, completion)
+        return completion, ""
+
+    def _post_with_retries(self, payload: dict[str, Any]) -> str:
+        url = self.config.base_url.rstrip("/") + "/chat/completions"
+        body = json.dumps(payload).encode("utf-8")
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.config.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        last = ""
+        for attempt in range(self.config.max_retries + 1):
+            if attempt:
+                self._count("retries")
+            self._count("calls")
+            retry_after = None
+            try:
+                req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+                with urllib.request.urlopen(req, timeout=self.config.timeout_s) as resp:
+                    return _completion_text(json.loads(resp.read().decode("utf-8")))
+            except urllib.error.HTTPError as e:
+                last = f"HTTP {e.code} from {url}"
+                if e.code not in RETRYABLE_STATUS:
+                    raise RequestFailed(last) from None
+                retry_after = _retry_after(e.headers.get("Retry-After"))
+            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as e:
+                last = f"{type(e).__name__} calling {url}: {getattr(e, 'reason', e)}"
+            except (json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError) as e:
+                raise RequestFailed(f"malformed response from {url}: {type(e).__name__}") from None
+            if attempt < self.config.max_retries:
+                delay = min(self.config.backoff_max_s, self.config.backoff_s * 2**attempt)
+                time.sleep(retry_after if retry_after is not None else delay * (0.5 + random.random() / 2))
+        raise RequestFailed(f"{last} (gave up after {self.config.max_retries + 1} attempts)")
+
+
+def _completion_text(data: dict[str, Any]) -> str:
+    content = data["choices"][0]["message"]["content"]
+    if not isinstance(content, str):
+        raise TypeError("content is not a string")
+    return content
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None

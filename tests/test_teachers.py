@@ -1,0 +1,170 @@
+"""Teacher back ends: an OpenAI-compatible client against a scripted local server, and JSONL replay."""
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from swe_rl_jax.teachers import (HttpTeacher, HttpTeacherConfig, JsonlTeacher, TeacherFileError,
+                                 TeacherRequest)
+
+SECRET = "sk-test-DO-NOT-WRITE-7f3a9c"
+
+
+class ScriptedServer:
+    """Answers by the last user message: `ok:X`, `slow:X`, `flaky:X` (two 429s then ok),
+    `broken` (always 500), `bad` (400), `hang` (longer than the client timeout)."""
+
+    def __init__(self):
+        self.calls: dict[str, int] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.auth_headers: set[str] = set()
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                prompt = body["messages"][-1]["content"]
+                with server.lock:
+                    server.calls[prompt] = server.calls.get(prompt, 0) + 1
+                    count = server.calls[prompt]
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    server.auth_headers.add(self.headers.get("Authorization", ""))
+                try:
+                    kind = prompt.split(":")[0]
+                    if kind == "slow":
+                        time.sleep(0.25)
+                    if kind == "hang":
+                        time.sleep(1.5)
+                    if kind == "broken" or (kind == "flaky" and count <= 2):
+                        code = 500 if kind == "broken" else 429
+                        self.send_response(code)
+                        self.send_header("Retry-After", "0")
+                        self.end_headers()
+                        return
+                    if kind == "bad":
+                        self.send_response(400)
+                        self.end_headers()
+                        return
+                    answer = {"choices": [{"message": {"role": "assistant", "content": f"answer to {prompt} #{count}"}}]}
+                    data = json.dumps(answer).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (the timeout test)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = ScriptedServer()
+    yield s
+    s.close()
+
+
+def _teacher(server, tmp_path, **kw):
+    cfg = dict(base_url=server.url, model="teacher", api_key_env="SWE_TEST_KEY", backoff_s=0.01,
+               backoff_max_s=0.05, cache_dir=str(tmp_path / "cache"))
+    return HttpTeacher(HttpTeacherConfig(**{**cfg, **kw}))
+
+
+def _req(prompt, n=1):
+    return TeacherRequest(task_id=prompt, messages=({"role": "user", "content": prompt},), n=n)
+
+
+def test_samples_order_retries_and_failures(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("SWE_TEST_KEY", SECRET)
+    teacher = _teacher(server, tmp_path, max_retries=3)
+    out = teacher.generate([_req("ok:a", n=3), _req("flaky:b"), _req("broken"), _req("bad")])
+    assert [r.task_id for r in out] == ["ok:a", "flaky:b", "broken", "bad"]
+    assert sorted(out[0].completions) == ["answer to ok:a #1", "answer to ok:a #2", "answer to ok:a #3"]
+    assert out[1].completions == ("answer to flaky:b #3",) and server.calls["flaky:b"] == 3  # two 429s retried
+    assert out[2].completions == () and "HTTP 500" in out[2].error and server.calls["broken"] == 4
+    assert out[3].completions == () and "HTTP 400" in out[3].error and server.calls["bad"] == 1  # not retried
+    assert server.auth_headers == {f"Bearer {SECRET}"}
+
+
+def test_cache_means_a_rerun_never_pays_twice(server, tmp_path):
+    first = _teacher(server, tmp_path).generate([_req("ok:x", n=2), _req("ok:y")])
+    calls = dict(server.calls)
+    again = _teacher(server, tmp_path)
+    second = again.generate([_req("ok:x", n=2), _req("ok:y")])
+    assert second == first and server.calls == calls and again.stats["cache_hits"] == 3
+    # A third sample of the same prompt is a new call; the first two still come from the cache.
+    third = _teacher(server, tmp_path).generate([_req("ok:x", n=3)])
+    assert third[0].completions[:2] == first[0].completions and server.calls["ok:x"] == 3
+
+
+def test_concurrency_is_bounded(server, tmp_path):
+    t0 = time.time()
+    _teacher(server, tmp_path, max_concurrency=2).generate([_req(f"slow:{i}") for i in range(6)])
+    assert server.max_in_flight == 2
+    assert time.time() - t0 >= 3 * 0.25 * 0.9  # 6 calls of 0.25 s, two at a time
+
+
+def test_timeout_is_retried_then_reported(server, tmp_path):
+    out = _teacher(server, tmp_path, timeout_s=0.3, max_retries=1).generate([_req("hang")])
+    assert out[0].completions == () and "gave up after 2 attempts" in out[0].error
+    assert server.calls["hang"] == 2
+
+
+def test_api_key_never_written(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("SWE_TEST_KEY", SECRET)
+    out = _teacher(server, tmp_path, max_retries=1).generate([_req("ok:k", n=2), _req("broken")])
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert files  # the cache did write something
+    for p in files:
+        assert SECRET not in p.read_text(encoding="utf-8", errors="replace")
+    assert all(SECRET not in r.error for r in out)
+
+
+def test_config_errors_name_the_key():
+    from swe_rl_jax.config import ConfigError
+    with pytest.raises(ConfigError, match="base_url"):
+        HttpTeacherConfig(base_url="localhost:8000", model="m")
+    with pytest.raises(ConfigError, match="max_concurrency"):
+        HttpTeacherConfig(base_url="http://x", model="m", max_concurrency=0)
+
+
+def test_jsonl_teacher(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"task_id": "a", "response": "r1"}\n\n{"task_id": "a", "responses": ["r2", "r3"]}\n'
+                    '{"task_id": "b", "responses": []}\n')
+    out = JsonlTeacher(path).generate([_req("a", n=2), _req("b"), _req("c")])
+    assert out[0].completions == ("r1", "r2")
+    assert out[1].completions == () and out[2].error == "no responses for this task id"
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('{"task_id": "a"', ":1: not valid JSON"),
+    ('{"task_id": 3, "response": "x"}', ":1: expected an object with a string task_id"),
+    ('{"task_id": "a", "responses": "x"}', ":1: needs 'response'"),
+])
+def test_jsonl_teacher_bad_lines(tmp_path, content, needle):
+    path = tmp_path / "t.jsonl"
+    path.write_text(content + "\n")
+    with pytest.raises(TeacherFileError, match=needle):
+        JsonlTeacher(path)
+    with pytest.raises(TeacherFileError, match="not found"):
+        JsonlTeacher(tmp_path / "missing.jsonl")
