@@ -1,0 +1,3 @@
+# The sample repositories contain their own test suites (tests/test_*.py), which import
+# packages that are not installed; they are data for the builder, not tests of this project.
+collect_ignore = ["repos", "history"]

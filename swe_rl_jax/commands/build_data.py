@@ -1,0 +1,144 @@
+"""`build-data`: SoRFT subtasks and SWE-RL tasks from SWE-bench instances and/or mined git history.
+
+    python -m swe_rl_jax.cli build-data --instances FILE --repos DIR --out DIR
+    python -m swe_rl_jax.cli build-data --git-repo PATH [--repo-name owner/name] --out DIR
+    python -m swe_rl_jax.cli build-data --sample --out DIR      # the shipped sample (data/sample/)
+
+Writes OUT/<split>/<subtask>.jsonl and OUT/summary.json, and prints a summary table.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from swe_rl_jax.config import ConfigError, from_dict
+from swe_rl_jax.data.builder import build_dataset, format_summary
+from swe_rl_jax.data.mining import mine_history
+from swe_rl_jax.data.options import BuildOptions, MiningOptions
+from swe_rl_jax.data.sample import SAMPLE_DIR, load_manifest, make_sample_repos
+from swe_rl_jax.data.skeleton import SourceFilter
+from swe_rl_jax.data.sources import GitError, GitRepo, Instance, InputError, RepoLocator, load_instances
+
+# CLI flag → BuildOptions / MiningOptions field; unset flags keep the dataclass defaults.
+_BUILD_FLAGS = ("subtasks", "file_patterns", "include_tests", "context_lines", "skeleton_max_tokens",
+                "max_prompt_tokens", "distractor_files", "related_files", "val_fraction", "tokenizer")
+_MINING_FLAGS = ("rev", "max_commits", "max_files", "max_changed_lines")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m swe_rl_jax.cli build-data", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_argument_group("sources")
+    src.add_argument("--instances", action="append", default=[], metavar="FILE",
+                     help="SWE-bench instances, JSON array or JSONL (repeatable)")
+    src.add_argument("--repos", metavar="DIR",
+                     help="local clones: DIR/<owner>__<name>, else DIR/<name>")
+    src.add_argument("--git-repo", action="append", default=[], metavar="PATH",
+                     help="mine this repository's history (repeatable)")
+    src.add_argument("--repo-name", help="repository name for a single --git-repo (default: its directory name)")
+    src.add_argument("--sample", action="store_true", help="build the shipped sample in data/sample/")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    b = p.add_argument_group("tasks")
+    b.add_argument("--subtasks", type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
+                   help="comma-separated subset of the five subtasks (default: all)")
+    b.add_argument("--file-pattern", dest="file_patterns", action="append", metavar="GLOB",
+                   help="source file-name pattern (repeatable; default: *.py)")
+    b.add_argument("--include-tests", action="store_true", default=None, help="treat test files as sources")
+    d, dm = BuildOptions(), MiningOptions()
+    b.add_argument("--context-lines", type=int, metavar="N",
+                   help=f"lines around the relevant code in line windows and edit segments ({d.context_lines})")
+    b.add_argument("--skeleton-max-tokens", type=int, metavar="N",
+                   help=f"budget of the repository tree; ground-truth files are always kept ({d.skeleton_max_tokens})")
+    b.add_argument("--max-prompt-tokens", type=int, metavar="N",
+                   help=f"longer prompts are skipped after dropping optional files ({d.max_prompt_tokens})")
+    b.add_argument("--distractor-files", type=int, metavar="N",
+                   help=f"unmodified files shown in function localization ({d.distractor_files})")
+    b.add_argument("--related-files", type=int, metavar="N",
+                   help=f"unmodified files added to the SWE-RL context ({d.related_files})")
+    b.add_argument("--val-fraction", type=float, metavar="F",
+                   help=f"share of repositories in the validation split ({d.val_fraction})")
+    b.add_argument("--tokenizer", help="'' (chars/4 estimate, default), 'qwen', or a tokenizer directory")
+    m = p.add_argument_group("mining")
+    m.add_argument("--rev", help=f"revision whose first-parent history is mined ({dm.rev})")
+    m.add_argument("--max-commits", type=int, metavar="N", help=f"commits examined ({dm.max_commits})")
+    m.add_argument("--max-files", type=int, metavar="N", help=f"non-test files changed ({dm.max_files})")
+    m.add_argument("--max-changed-lines", type=int, metavar="N",
+                   help=f"added + removed non-test lines ({dm.max_changed_lines})")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every skipped instance")
+    return p
+
+
+def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
+    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+
+
+def _mine(paths: list[tuple[Path, str]], mining: MiningOptions, options: BuildOptions):
+    """(instances, repo name → path, per-repository mining statistics)."""
+    source_filter = SourceFilter(options.file_patterns, options.include_tests)
+    instances: list[Instance] = []
+    explicit: dict[str, Path] = {}
+    stats: dict[str, Any] = {}
+    for path, name in paths:
+        try:
+            GitRepo(path)
+        except GitError as e:
+            raise InputError(f"--git-repo {path}: not a git repository ({e})") from None
+        mined, stats[name] = mine_history(path, name, mining, source_filter)
+        instances += mined
+        explicit[name] = path
+    return instances, explicit, stats
+
+
+def run(args: argparse.Namespace, sample_repos: Path | None) -> dict[str, Any]:
+    options = from_dict(BuildOptions, _given(args, _BUILD_FLAGS))
+    mining = from_dict(MiningOptions, _given(args, _MINING_FLAGS))
+    instance_files = [Path(f) for f in args.instances]
+    to_mine = [(Path(p), args.repo_name or Path(p).resolve().name) for p in args.git_repo]
+    repos_dir = Path(args.repos) if args.repos else None
+    if sample_repos is not None:
+        made = make_sample_repos(sample_repos)
+        instance_files = [SAMPLE_DIR / "instances.jsonl"]
+        to_mine = [(made[spec["repo"]], spec["repo"]) for spec in load_manifest()["repos"] if spec.get("mine")]
+        repos_dir = sample_repos
+    if repos_dir is not None and not repos_dir.is_dir():
+        raise InputError(f"--repos directory not found: {repos_dir}")
+    if instance_files and repos_dir is None:
+        raise InputError("--instances needs --repos DIR (the directory holding the local clones)")
+    instances = [inst for f in instance_files for inst in load_instances(f)]
+    mined, explicit, stats = _mine(to_mine, mining, options)
+    extra = {"mining": stats} if stats else {}
+    return build_dataset(instances + mined, RepoLocator(repos_dir, explicit), options, args.out,
+                         progress=not args.no_progress, extra_summary=extra)
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    if not (args.instances or args.git_repo or args.sample):
+        print("error: nothing to build: give --instances FILE (with --repos DIR), --git-repo PATH or --sample",
+              file=sys.stderr)
+        return 2
+    if args.sample and (args.instances or args.repos or args.git_repo):
+        print("error: --sample builds the shipped sample on its own; "
+              "it takes no --instances, --repos or --git-repo", file=sys.stderr)
+        return 2
+    if args.repo_name and len(args.git_repo) != 1:
+        print("error: --repo-name needs exactly one --git-repo", file=sys.stderr)
+        return 2
+    try:
+        if args.sample:
+            with tempfile.TemporaryDirectory(prefix="swe_rl_jax_sample_") as tmp:
+                summary = run(args, Path(tmp))
+        else:
+            summary = run(args, None)
+    except (InputError, ConfigError, GitError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(format_summary(summary))
+    print(f"wrote {Path(args.out) / '<split>/<subtask>.jsonl'} and {Path(args.out) / 'summary.json'}")
+    return 0

@@ -1,0 +1,135 @@
+"""Instances mined from a local repository's history, SWE-RL style.
+
+The first-parent history of `rev` is walked newest first, so that a merged pull request is one
+commit (its merge, diffed against the first parent: everything the merge brought in) and the
+branch commits behind it are not mined a second time. A commit becomes an instance with
+issue text = its full message, base = its first parent, patch = its diff without test files
+(the test-file part goes to `test_patch`, as in SWE-bench). Commits are dropped, with a counted
+reason, when they are root commits, come from a bot (author, or the first message line of a merge),
+have a message that neither references an issue nor describes a fix, change nothing outside
+tests, only touch lock or generated files, only bump a version, change no source file, or exceed
+the file or line limits.
+"""
+from __future__ import annotations
+
+import collections
+import fnmatch
+import re
+from pathlib import Path
+from typing import Any
+
+from swe_rl_jax.data.options import MiningOptions
+from swe_rl_jax.data.patches import FileChange, PatchError, parse_patch
+from swe_rl_jax.data.skeleton import SourceFilter
+from swe_rl_jax.data.sources import Instance, run_git
+
+_VERSION_LINE = re.compile(
+    r"""^\s*["']?(__version__|version|VERSION)["']?\s*[:=]\s*["']?v?\d+(\.\d+)*\S*\s*,?\s*$""")
+_FIELD, _RECORD = "\x1f", "\x1e"
+# Every option that user or repository configuration could change is pinned, so that the mined
+# patches (and the line numbers read from them) are the same on every machine.
+_DIFF_ARGS = ("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-relative", "-M", "-U3",
+              "--inter-hunk-context=0", "--diff-algorithm=myers", "--indent-heuristic",
+              "--src-prefix=a/", "--dst-prefix=b/")
+
+
+def _commits(repo: Path, opts: MiningOptions) -> list[dict[str, Any]]:
+    fmt = _FIELD.join(("%H", "%P", "%an <%ae>", "%cI", "%B")) + _RECORD
+    out = run_git(repo, "log", "--first-parent", "--no-show-signature", f"--max-count={opts.max_commits}",
+                  f"--format={fmt}", opts.rev, "--")
+    commits = []
+    for record in out.decode("utf-8", "replace").split(_RECORD):
+        if not record.strip():
+            continue
+        sha, parents, author, date, message = record.lstrip("\n").split(_FIELD, 4)
+        commits.append({"sha": sha, "parents": parents.split(), "author": author,
+                        "date": date, "message": message.strip()})
+    return commits
+
+
+def _changed_line_count(changes: list[FileChange]) -> int:
+    return sum(1 for c in changes for h in c.hunks for k, _ in h.lines if k != " ")
+
+
+def _only_version_lines(changes: list[FileChange]) -> bool:
+    lines = [t for c in changes for h in c.hunks for k, t in h.lines if k != " " and t.strip()]
+    return bool(lines) and all(_VERSION_LINE.match(t) for t in lines)
+
+
+def _is_generated(path: str, opts: MiningOptions) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(name, p) for p in opts.generated_patterns)
+
+
+def _drop_reason(code: list[FileChange], source_filter: SourceFilter, opts: MiningOptions) -> str | None:
+    """Why a commit's non-test changes are not mined, or None to keep them."""
+    if not code:
+        return "tests_only_or_empty"
+    if all(_is_generated(c.path, opts) for c in code):
+        return "lock_or_generated_only"
+    if _only_version_lines(code):
+        return "version_bump"
+    if not any(source_filter(c.path) for c in code):
+        return "no_source_change"
+    if len(code) > opts.max_files:
+        return "too_many_files"
+    if _changed_line_count(code) > opts.max_changed_lines:
+        return "too_many_changed_lines"
+    return None
+
+
+def _is_bot(commit: dict[str, Any], bots: list[str]) -> bool:
+    """A bot author, or a merge of a bot's branch ("Merge pull request #7 from x/dependabot/...")
+    which carries the name of the human who merged it."""
+    where = commit["author"].lower()
+    if len(commit["parents"]) > 1:
+        where += "\n" + commit["message"].split("\n", 1)[0].lower()
+    return any(b in where for b in bots)
+
+
+def mine_history(repo: str | Path, repo_name: str, opts: MiningOptions,
+                 source_filter: SourceFilter) -> tuple[list[Instance], dict[str, Any]]:
+    """(instances, statistics) for one repository; instances are newest first."""
+    repo = Path(repo)
+    message_re = re.compile(opts.message_pattern, re.IGNORECASE)
+    bots = [b.lower() for b in opts.bot_patterns]
+    dropped: collections.Counter = collections.Counter()
+    instances: list[Instance] = []
+    commits = _commits(repo, opts)
+    for commit in commits:
+        if not commit["parents"]:
+            dropped["root_commit"] += 1
+            continue
+        if _is_bot(commit, bots):
+            dropped["bot_author"] += 1
+            continue
+        if not message_re.search(commit["message"]):
+            dropped["no_issue_reference"] += 1
+            continue
+        raw = run_git(repo, *_DIFF_ARGS, commit["parents"][0], commit["sha"], "--")
+        try:
+            changes = parse_patch(raw.decode("utf-8")) if raw.strip() else []
+        except UnicodeDecodeError:
+            dropped["non_utf8_file"] += 1
+            continue
+        except PatchError as e:
+            dropped[e.reason] += 1
+            continue
+        code = [c for c in changes if not source_filter.is_test(c.path)]
+        reason = _drop_reason(code, source_filter, opts)
+        if reason is not None:
+            dropped[reason] += 1
+            continue
+        instances.append(Instance(
+            instance_id=f"{repo_name.replace('/', '__')}-{commit['sha'][:12]}",
+            repo=repo_name,
+            base_commit=commit["parents"][0],
+            problem_statement=commit["message"],
+            patch="".join(c.text for c in code),
+            test_patch="".join(c.text for c in changes if source_filter.is_test(c.path)),
+            created_at=commit["date"],
+            source="git-history",
+        ))
+    stats = {"commits_examined": len(commits), "instances": len(instances),
+             "dropped": dict(sorted(dropped.items()))}
+    return instances, stats

@@ -1,0 +1,127 @@
+"""Every prompt text of the data builder. Each user prompt states the exact answer format the
+parsers in `swe_rl_jax/rewards/` read (METHODS.md §1 and §3), so a model that follows the prompt
+is scored on its content and never on a formatting accident.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+SORFT_SYSTEM = (
+    "You are a careful software engineer who diagnoses and fixes issues in Python repositories. "
+    "Reason about the issue step by step first if that helps; only the final answer, written in "
+    "the format the request asks for, is read."
+)
+
+SWE_RL_SYSTEM = (
+    "You are a careful software engineer who fixes issues in Python repositories. Work through "
+    "the problem inside <think> and </think>, then give your final answer inside <solution> and "
+    "</solution>. Use each of the four tags exactly once, in that order, and do not leave the "
+    "reasoning empty."
+)
+
+_ISSUE = "Here is an issue reported against the repository:\n\n<issue>\n{issue}\n</issue>\n\n"
+
+_SEARCH_REPLACE_FORMAT = """Write each edit as a SEARCH/REPLACE block:
+
+```python
+### path/to/file.py
+<<<<<<< SEARCH
+the existing lines to change, copied exactly, indentation included
+=======
+the lines that replace them
+>>>>>>> REPLACE
+```
+
+Rules:
+- The `### path` line names the file, relative to the repository root.
+- The SEARCH part must match consecutive lines of the current file exactly; include enough
+  unchanged lines around the change that it matches in only one place.
+- The markers `<<<<<<< SEARCH`, `=======` and `>>>>>>> REPLACE` stand alone on their lines.
+- Use one block per edit; several blocks may edit the same file.
+- To create a new file, leave the SEARCH part empty and put the whole file in the REPLACE part."""
+
+
+def _code_blocks(files: Mapping[str, str], numbered: bool = False) -> str:
+    """Each text under its `### path` header in a fence, tagged `python` for Python code."""
+    blocks = []
+    for path, text in files.items():
+        lang = "python" if path.endswith(".py") and not numbered else ""
+        body = text.removesuffix("\n")  # the closing fence line already ends the last line
+        blocks.append(f"### {path}\n```{lang}\n{body}\n```")
+    return "\n\n".join(blocks)
+
+
+def file_localization(issue: str, tree: str) -> str:
+    return (
+        _ISSUE.format(issue=issue)
+        + "These are the source files of the repository, one per line; each level of nesting is "
+        "indented by four more spaces and directory names end with `/`:\n\n"
+        f"<tree>\n{tree}\n</tree>\n\n"
+        "Which files must be edited to resolve the issue? Answer with their full paths relative "
+        "to the repository root (directory names joined with `/`, e.g. `pkg/sub/module.py`), one "
+        "path per line, most likely first, inside one fenced code block:\n\n"
+        "```\npkg/first_file.py\npkg/sub/second_file.py\n```\n\n"
+        "Name only files listed above; usually one to three files are enough."
+    )
+
+
+def function_localization(issue: str, skeletons: Mapping[str, str]) -> str:
+    files = _code_blocks(skeletons)
+    return (
+        _ISSUE.format(issue=issue)
+        + "Below is an outline of some files of the repository: classes, functions and methods "
+        "with their signatures; bodies are replaced by `...`.\n\n"
+        f"{files}\n\n"
+        "Which classes, functions or methods must be edited to resolve the issue? Answer inside "
+        "one fenced code block. Write each file's path on its own line, followed by one line per "
+        "location in that file:\n"
+        "- `function: name` for a top-level function;\n"
+        "- `function: ClassName.method_name` for a method;\n"
+        "- `class: ClassName` for code in a class body outside its methods.\n"
+        "A path with no location lines under it means code at module level (outside every class "
+        "and function) of that file. Leave a blank line between files. For example:\n\n"
+        "```\npkg/models.py\nclass: Order\nfunction: Order.total\nfunction: load_orders\n\n"
+        "pkg/settings.py\n```\n\n"
+        "Use only files and names that appear in the outline above."
+    )
+
+
+def line_localization(issue: str, windows: Mapping[str, str]) -> str:
+    files = _code_blocks(windows, numbered=True)
+    return (
+        _ISSUE.format(issue=issue)
+        + "Below is the relevant code. Every line is shown as `number|code`, where the number is "
+        "its line number in the file; `...` marks code that is left out.\n\n"
+        f"{files}\n\n"
+        "Which lines must be edited to resolve the issue? To add new code, name the existing "
+        "line after which it goes (line 1 for the top of a file). Answer inside one fenced code "
+        "block: each file's path on its own line, followed by `line: N` for a single line or "
+        "`line: N-M` for lines N to M. You may add `function: name` or `class: Name` lines to say "
+        "where the lines are. For example:\n\n"
+        "```\npkg/models.py\nline: 42\nline: 57-59\n```\n\n"
+        "Use only line numbers that are shown above."
+    )
+
+
+def edit_generation(issue: str, segments: Mapping[str, str]) -> str:
+    files = _code_blocks(segments)
+    return (
+        _ISSUE.format(issue=issue)
+        + "Below are the relevant code segments, each under the path of its file; `...` marks "
+        "code that is left out.\n\n"
+        f"{files}\n\n"
+        "Edit the code to resolve the issue. " + _SEARCH_REPLACE_FORMAT
+    )
+
+
+def swe_rl(issue: str, files: Mapping[str, str]) -> str:
+    shown = _code_blocks(files)
+    return (
+        _ISSUE.format(issue=issue)
+        + "Below are the full contents of files that may be relevant; some of them may not need "
+        "any change.\n\n"
+        f"{shown}\n\n"
+        "Resolve the issue by editing these files (or creating new ones). After your reasoning, "
+        "the <solution> section must contain only SEARCH/REPLACE edits. "
+        + _SEARCH_REPLACE_FORMAT
+    )

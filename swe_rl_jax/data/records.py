@@ -1,0 +1,98 @@
+"""Task records: one JSON object per line, the unit every later stage (TFDS, SFT, RL) consumes.
+
+A record is written with sorted keys, ASCII-only escapes and no whitespace, so the same record
+always gives the same bytes and no line-splitting reader can break a line on a Unicode line
+separator inside code.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+SUBTASKS = (
+    "file_localization",
+    "function_localization",
+    "line_localization",
+    "edit_generation",
+    "swe_rl",
+)
+SPLITS = ("train", "validation")
+
+
+class RecordFormatError(ValueError):
+    """A JSONL line is not a valid task record; the message names the file and line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskRecord:
+    """One prompt with its ground truth; see docs/DATA.md for what each field holds per subtask."""
+
+    task_id: str  # "<instance_id>/<subtask>"
+    subtask: str
+    instance_id: str
+    repo: str
+    messages: list[dict[str, str]]  # system, then user
+    ground_truth: dict[str, Any]
+    candidates: list[Any]
+    context: dict[str, Any]
+    meta: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TaskRecord":
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [n for n in names if n not in data]
+        if missing:
+            raise RecordFormatError(f"missing field {missing[0]!r}")
+        if data["subtask"] not in SUBTASKS:
+            raise RecordFormatError(f"unknown subtask {data['subtask']!r}; expected one of {SUBTASKS}")
+        return cls(**{n: data[n] for n in names})
+
+    @classmethod
+    def from_json(cls, line: str) -> "TaskRecord":
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise RecordFormatError(f"malformed JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise RecordFormatError(f"expected a JSON object, got {type(data).__name__}")
+        return cls.from_dict(data)
+
+
+def iter_jsonl(path: str | Path, error: type[ValueError] = RecordFormatError) -> Iterator[tuple[int, Any]]:
+    """(1-based line number, decoded value) for each non-blank line of a JSONL file; malformed
+    JSON or text that is not UTF-8 raises `error` naming the file and line."""
+    path = Path(path)
+    with path.open(encoding="utf-8", newline="\n") as f:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(f, start=1):
+                if line.strip():
+                    yield lineno, json.loads(line)
+        except json.JSONDecodeError as e:
+            raise error(f"{path}:{lineno}: malformed JSON: {e.msg} (column {e.colno})") from None
+        except UnicodeDecodeError as e:
+            raise error(f"{path}: not UTF-8 text after line {lineno}: {e}") from None
+
+
+def read_records(path: str | Path) -> Iterator[TaskRecord]:
+    """The records of a JSONL file, in file order; blank lines are skipped."""
+    for lineno, data in iter_jsonl(path):
+        if not isinstance(data, dict):
+            raise RecordFormatError(f"{path}:{lineno}: expected a JSON object, got {type(data).__name__}")
+        try:
+            yield TaskRecord.from_dict(data)
+        except RecordFormatError as e:
+            raise RecordFormatError(f"{path}:{lineno}: {e}") from None
+
+
+def records_file(out_dir: str | Path, split: str, subtask: str) -> Path:
+    """Where `build-data` writes the records of one split and subtask."""
+    return Path(out_dir) / split / f"{subtask}.jsonl"

@@ -1,0 +1,155 @@
+"""What the localization prompts show: the repository tree and per-file skeletons.
+
+Repository tree: the source files, one name per line, four spaces of indentation per depth,
+directories (with a trailing "/") before files at each level, both sorted by name. Which files
+are source files is decided by `SourceFilter` (patterns on the file name, tests excluded by
+default). When the tree exceeds its token budget, files that are not ground truth are dropped in
+an order given by a hash of (instance id, path): deterministic, and unrelated to where the ground
+truth lives, so the shape of a truncated tree does not point at the answer. Ground-truth files are
+never dropped, even when they alone exceed the budget.
+
+File skeleton: the module with every function body replaced by `...`, docstrings removed, long
+assignment values replaced by `...`, classes nested in classes collapsed to `class Name: ...`;
+decorators, signatures, imports and short statements are kept. It shows exactly the items of
+`pysource.outline`, rendered with `ast.unparse` (so formatting and comments are normalized).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+import fnmatch
+import hashlib
+from typing import Callable, Iterable, Sequence
+
+from swe_rl_jax.data.pysource import block_bodies
+
+TEST_DIRS = frozenset({"test", "tests"})
+TEST_FILE_PATTERNS = ("test_*.py", "*_test.py", "conftest.py")
+INDENT = "    "
+# Beyond this many characters an assignment's value or a bare expression is noise in a skeleton.
+MAX_STATEMENT_CHARS = 80
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceFilter:
+    """Which repository files are source files (shown in trees, eligible as ground truth)."""
+
+    patterns: tuple[str, ...] = ("*.py",)
+    include_tests: bool = False
+
+    def is_test(self, path: str) -> bool:
+        *dirs, name = path.split("/")
+        return any(d in TEST_DIRS for d in dirs) or any(fnmatch.fnmatchcase(name, p) for p in TEST_FILE_PATTERNS)
+
+    def __call__(self, path: str) -> bool:
+        name = path.rsplit("/", 1)[-1]
+        if not any(fnmatch.fnmatchcase(name, p) for p in self.patterns):
+            return False
+        return self.include_tests or not self.is_test(path)
+
+
+def render_tree(paths: Iterable[str]) -> str:
+    """The indented tree of `paths` (see the module docstring)."""
+    root: dict = {}
+    for path in paths:
+        node = root
+        *dirs, name = path.split("/")
+        for d in dirs:
+            node = node.setdefault(d + "/", {})
+        node[name] = None
+    lines: list[str] = []
+
+    def walk(node: dict, depth: int) -> None:
+        dirs = sorted(k for k, v in node.items() if v is not None)
+        files = sorted(k for k, v in node.items() if v is None)
+        for d in dirs:
+            lines.append(INDENT * depth + d)
+            walk(node[d], depth + 1)
+        lines.extend(INDENT * depth + f for f in files)
+
+    walk(root, 0)
+    return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tree:
+    text: str
+    files: tuple[str, ...]  # the files shown, sorted
+    dropped: int  # files left out to meet the budget
+
+
+def budgeted_tree(
+    paths: Sequence[str], keep: Iterable[str], max_tokens: int, count_tokens: Callable[[str], int], salt: str
+) -> Tree:
+    """The tree of `paths` within `max_tokens`, never dropping a path in `keep`."""
+    paths = sorted(set(paths))
+    text = render_tree(paths)
+    if count_tokens(text) <= max_tokens:
+        return Tree(text, tuple(paths), 0)
+    keep = set(keep)
+    optional = sorted((p for p in paths if p not in keep),
+                      key=lambda p: hashlib.sha256(f"{salt}\0{p}".encode()).hexdigest())
+
+    def tree_with(n: int) -> list[str]:
+        return sorted(keep.union(optional[:n]))
+
+    lo, hi = 0, len(optional)  # the largest n whose tree fits lies in [lo, hi)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count_tokens(render_tree(tree_with(mid))) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    shown = tree_with(lo)
+    return Tree(render_tree(shown), tuple(shown), len(paths) - len(shown))
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    value = stmt.value if isinstance(stmt, ast.Expr) else None
+    return isinstance(value, ast.Constant) and isinstance(value.value, str)
+
+
+def _ellipsis() -> ast.stmt:
+    return ast.Expr(ast.Constant(...))
+
+
+def _long(node: ast.AST) -> bool:
+    return len(ast.unparse(node)) > MAX_STATEMENT_CHARS
+
+
+def _compress(stmts: Sequence[ast.stmt], in_class: bool) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for stmt in stmts:
+        if _is_docstring(stmt):
+            continue
+        node = copy.copy(stmt)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.body = [_ellipsis()]
+        elif isinstance(node, ast.ClassDef):
+            node.body = [_ellipsis()] if in_class else (_compress(node.body, True) or [_ellipsis()])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            if node.value is not None and _long(node.value):
+                node.value = ast.Constant(...)
+        elif isinstance(node, ast.Expr):
+            if _long(node):
+                continue
+        elif isinstance(node, ast.Match):
+            node.cases = [copy.copy(c) for c in node.cases]
+            for case in node.cases:
+                case.body = _compress(case.body, in_class) or [_ellipsis()]
+        elif any(True for _ in block_bodies(node)):
+            for field in ("body", "orelse", "finalbody"):
+                if getattr(node, field, None):
+                    setattr(node, field, _compress(getattr(node, field), in_class) or [_ellipsis()])
+            if getattr(node, "handlers", None):
+                node.handlers = [copy.copy(h) for h in node.handlers]
+                for handler in node.handlers:
+                    handler.body = _compress(handler.body, in_class) or [_ellipsis()]
+        out.append(node)
+    return out
+
+
+def file_skeleton(tree: ast.Module) -> str:
+    """The skeleton text of a parsed module (see the module docstring)."""
+    return ast.unparse(ast.Module(body=_compress(tree.body, False), type_ignores=[]))

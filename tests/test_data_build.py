@@ -1,0 +1,153 @@
+"""The whole build: the shipped sample, determinism, the split by repository, records on disk and
+the CLI's error messages."""
+import json
+import re
+
+import pytest
+
+from swe_rl_jax.commands import build_data
+from swe_rl_jax.data.builder import assign_splits
+from swe_rl_jax.data.records import SPLITS, SUBTASKS, RecordFormatError, TaskRecord, read_records, records_file
+from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos, run_isolated_git
+from swe_rl_jax.data.sources import load_instances
+
+
+@pytest.fixture(scope="module")
+def sample_build(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sample_out")
+    assert build_data.main(["--sample", "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+def _records(out):
+    return {(split, s): list(read_records(records_file(out, split, s))) for split in SPLITS for s in SUBTASKS}
+
+
+def test_sample_builds_expected_tasks(sample_build):
+    summary = json.loads((sample_build / "summary.json").read_text())
+    assert summary["instances_read"] == 14 and summary["instances_skipped"] == {}
+    # 12 SWE-bench-style instances + 2 mined commits; ledgerly-14 deletes a Python 2 file, which
+    # has no function ground truth.
+    totals = {s: sum(summary["tasks_written"][split][s] for split in SPLITS) for s in SUBTASKS}
+    assert totals == {"file_localization": 14, "function_localization": 13, "line_localization": 14,
+                      "edit_generation": 14, "swe_rl": 14}
+    assert summary["tasks_skipped"]["function_localization"] == {"python_syntax_error": 1}
+    assert summary["mining"]["brightloop/taskq"] == {"commits_examined": 6, "instances": 2, "dropped": {
+        "bot_author": 1, "no_issue_reference": 1, "root_commit": 1, "version_bump": 1}}
+    functions = {r.instance_id: r.ground_truth["items"]
+                 for (_, s), recs in _records(sample_build).items() if s == "function_localization" for r in recs}
+    assert functions["tidewater__ledgerly-8"] == [["ledgerly/report.py", "TrialBalance"]]  # class level
+    assert functions["quillsoft__configlet-21"] == [["configlet/types.py", ""]]  # module level
+    assert functions["quillsoft__configlet-25"] == [["configlet/loader.py", ""], ["configlet/loader.py", "load_file"]]
+    assert functions["brightloop__taskq-36"] == [["taskq/worker.py", "Worker"]]  # a new method
+    assert functions["brightloop__taskq-33"] == [["taskq/retry.py", ""], ["taskq/retry.py", "retry"]]
+
+
+def test_sample_records_are_consistent(sample_build):
+    for (split, subtask), records in _records(sample_build).items():
+        for r in records:
+            assert TaskRecord.from_json(r.to_json()) == r
+            assert r.subtask == subtask and r.meta["split"] == split and r.task_id == f"{r.instance_id}/{subtask}"
+            assert [m["role"] for m in r.messages] == ["system", "user"]
+            if subtask in ("edit_generation", "swe_rl"):
+                assert set(r.candidates) == set(r.context["code_context"])
+            else:
+                items = r.ground_truth["items"]
+                assert items and {json.dumps(i) for i in items} <= {json.dumps(c) for c in r.candidates}
+
+
+def test_sample_repos_match_instances(tmp_path):
+    repos = make_sample_repos(tmp_path / "a")
+    again = make_sample_repos(tmp_path / "b")
+    for name, path in repos.items():
+        head = run_isolated_git(path, "rev-parse", "HEAD")
+        assert head == run_isolated_git(again[name], "rev-parse", "HEAD")  # reproducible commit ids
+    for inst in load_instances(SAMPLE_DIR / "instances.jsonl"):
+        repo = repos[inst.repo]
+        run_isolated_git(repo, "checkout", "-q", inst.base_commit)
+        (tmp_path / "p.diff").write_text(inst.patch)
+        run_isolated_git(repo, "apply", "--check", str(tmp_path / "p.diff"))  # independent of our applier
+
+
+def test_build_is_deterministic_and_split_by_repo(sample_build, tmp_path):
+    out = tmp_path / "again"
+    assert build_data.main(["--sample", "--out", str(out), "--no-progress"]) == 0
+    files = sorted(p.relative_to(sample_build) for p in sample_build.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    for rel in files:
+        assert (sample_build / rel).read_bytes() == (out / rel).read_bytes(), rel
+    text = "".join((sample_build / rel).read_text() for rel in files)
+    assert "/tmp" not in text and str(tmp_path) not in text
+    records = _records(sample_build)
+    repos = {split: {r.repo for (sp, _), recs in records.items() if sp == split for r in recs} for split in SPLITS}
+    assert repos["train"] and repos["validation"] and not repos["train"] & repos["validation"]
+
+
+def test_assign_splits():
+    names = [f"owner{i}/repo{i}" for i in range(2000)]
+    split = assign_splits(names, 0.2)
+    share = sum(s == "validation" for s in split.values()) / len(names)
+    assert 0.17 < share < 0.23
+    assert assign_splits(reversed(names), 0.2) == split  # order does not matter
+    assert set(assign_splits(names, 0.0).values()) == {"train"}
+    # Two repositories and a small fraction: validation is still not empty, train neither.
+    assert sorted(assign_splits(["a/x", "b/y"], 0.01).values()) == ["train", "validation"]
+    assert sorted(assign_splits(["a/x", "b/y"], 0.99).values()) == ["train", "validation"]
+    assert assign_splits(["solo/repo"], 0.5) in ({"solo/repo": "train"}, {"solo/repo": "validation"})
+
+
+def test_read_records_names_the_bad_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"task_id": "x"}\n', encoding="utf-8")
+    with pytest.raises(RecordFormatError, match=r"r.jsonl:1: missing field 'subtask'"):
+        list(read_records(path))
+    path.write_text('\n\n{"task_id": \n', encoding="utf-8")
+    with pytest.raises(RecordFormatError, match=r"r.jsonl:3: malformed JSON"):
+        list(read_records(path))
+
+
+def test_instances_as_json_array_and_jsonl(tmp_path):
+    rows = [json.loads(line) for line in (SAMPLE_DIR / "instances.jsonl").read_text().splitlines()]
+    (tmp_path / "a.json").write_text(json.dumps(rows, indent=1))
+    from_jsonl = load_instances(SAMPLE_DIR / "instances.jsonl")
+    assert load_instances(tmp_path / "a.json") == from_jsonl and len(from_jsonl) == 12
+    assert from_jsonl[0].fail_to_pass == ("tests/test_types.py::test_to_duration_compound",)  # decoded
+
+
+def _instance(**overrides):
+    data = {"instance_id": "o__r-1", "repo": "o/r", "base_commit": "abc", "problem_statement": "p", "patch": ""}
+    data.update(overrides)
+    return json.dumps({k: v for k, v in data.items() if v is not None})
+
+
+@pytest.mark.parametrize("lines,message", [
+    ([_instance(), "{not json"], r"instances.jsonl:2: malformed JSON"),
+    ([_instance(base_commit=None)], r"instances.jsonl:1: missing field 'base_commit'"),
+    ([_instance(patch=3)], r"instances.jsonl:1: field 'patch' must be a string"),
+    ([_instance(FAIL_TO_PASS="[broken")], r"instances.jsonl:1: field 'FAIL_TO_PASS' is a string but not a JSON list"),
+    (["[1, 2]"], r"instances.jsonl\[0\]: expected a JSON object"),
+])
+def test_cli_reports_bad_instances(tmp_path, capsys, lines, message):
+    (tmp_path / "instances.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "repos").mkdir()
+    rc = build_data.main(["--instances", str(tmp_path / "instances.jsonl"), "--repos", str(tmp_path / "repos"),
+                          "--out", str(tmp_path / "out"), "--no-progress"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and re.search(message, err), err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--instances", "missing.jsonl", "--repos", "."], "instances file not found: missing.jsonl"),
+    (["--instances", "x.jsonl"], "--instances needs --repos DIR"),
+    (["--instances", "x.jsonl", "--repos", "no/such/dir"], "--repos directory not found: no/such/dir"),
+    (["--sample", "--repos", "."], "--sample builds the shipped sample on its own"),
+    (["--git-repo", "."], "not a git repository"),
+    (["--sample", "--subtasks", "file_localization,poetry"], "subtasks: unknown subtask 'poetry'"),
+    (["--sample", "--val-fraction", "1.5"], "val_fraction: must be in [0, 1)"),
+    ([], "nothing to build"),
+])
+def test_cli_errors(tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert build_data.main(args + ["--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert message in capsys.readouterr().err
