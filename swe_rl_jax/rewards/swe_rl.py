@@ -1,0 +1,130 @@
+"""The SWE-RL reward (METHODS.md §2) and its discrete ablation.
+
+Reward, in order:
+1. −1 for any format error: a `<think>`/`</think>`/`<solution>`/`</solution>` count ≠ 1 or tags
+   out of order, empty reasoning, no well-formed SEARCH/REPLACE block in the solution, a block
+   whose SEARCH equals its REPLACE, a SEARCH not found at a line start, an empty SEARCH on a file
+   that has content, an edit growing a file past the size cap, or a response past the length cap.
+2. Apply the blocks (replace every occurrence; line-start anchored; absent file = empty content).
+3. Normalized patch per file for the prediction and for the oracle (`diffs.normalized_patch`);
+   unchanged files dropped.
+4. Per file in the union: `SequenceMatcher(None, pred, oracle, autojunk=False).ratio()`, 0 if the
+   file is missing on one side (computed by `similarity.sequence_ratio`, same value, faster).
+5. Mean over files; 1.0 when neither side changes anything.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from swe_rl_jax.rewards.diffs import normalized_patches
+from swe_rl_jax.rewards.errors import FormatError
+from swe_rl_jax.rewards.limits import DEFAULT_TIME_LIMIT_S, RewardResult, check_response, run_guarded
+from swe_rl_jax.rewards.parsers import normalize_path, parse_think_solution
+from swe_rl_jax.rewards.search_replace import apply_search_replace, parse_search_replace
+from swe_rl_jax.rewards.similarity import sequence_ratio
+
+SWE_RL_MIN_SCORE = -1.0
+
+
+def normalize_file_keys(files: Mapping[str, str]) -> dict[str, str]:
+    """The same path normalization the `### path` headers get, so that `./a.py` finds `a.py`."""
+    return {normalize_path(path): content for path, content in files.items()}
+
+
+def predicted_contents(
+    code_context: Mapping[str, str], answer: str
+) -> tuple[dict[str, str], dict[str, Any]] | FormatError:
+    """Parses the SEARCH/REPLACE blocks of `answer` and applies them with SWE-RL semantics.
+    Returns (path → new content of each edited file, parse info) or the first FormatError."""
+    edits = parse_search_replace(answer)
+    if isinstance(edits, FormatError):
+        return edits
+    applied = apply_search_replace(code_context, edits.blocks, "swe_rl")
+    if isinstance(applied, FormatError):
+        return FormatError(applied.kind, applied.reason,
+                           {**applied.details, "malformed_blocks": edits.malformed})
+    return applied.new_contents, {"n_blocks": len(edits.blocks), "malformed_blocks": edits.malformed}
+
+
+def patch_similarity(
+    code_context: Mapping[str, str],
+    oracle_new_content: Mapping[str, str],
+    pred_new_content: Mapping[str, str],
+) -> RewardResult:
+    """Steps 3-5 of the SWE-RL reward (module docstring): mean per-file similarity of the
+    normalized patches, in [0, 1], with per-file details."""
+    oracle = normalized_patches(code_context, oracle_new_content)
+    pred = normalized_patches(code_context, pred_new_content)
+    paths = sorted(oracle.keys() | pred.keys())
+    if not paths:
+        return 1.0, {"kind": "ok", "files": [], "reason": "neither side changes anything"}
+    files = []
+    for path in paths:
+        p, o = pred.get(path), oracle.get(path)
+        if p is None or o is None:
+            similarity = 0.0
+        else:
+            similarity = sequence_ratio(p, o)  # == SequenceMatcher(None, p, o, autojunk=False).ratio()
+        files.append({"path": path, "similarity": similarity,
+                      "in_pred": p is not None, "in_oracle": o is not None})
+    return sum(f["similarity"] for f in files) / len(files), {"kind": "ok", "files": files}
+
+
+def _patches_equal(
+    code_context: Mapping[str, str],
+    oracle_new_content: Mapping[str, str],
+    pred_new_content: Mapping[str, str],
+) -> RewardResult:
+    oracle = normalized_patches(code_context, oracle_new_content)
+    pred = normalized_patches(code_context, pred_new_content)
+    return float(oracle == pred), {"kind": "ok", "exact_match": oracle == pred,
+                                   "pred_files": sorted(pred), "oracle_files": sorted(oracle)}
+
+
+def compute_swe_rl(code_context: Mapping[str, str], oracle_new_content: Mapping[str, str],
+                   response: str, discrete: bool) -> RewardResult:
+    """The unguarded reward (may raise on bad metadata); callers use the `*_reward` wrapper or
+    the registry, which add the time limit and the catch-all."""
+    error = check_response(response)
+    envelope = parse_think_solution(response) if error is None else error
+    if isinstance(envelope, FormatError):
+        return SWE_RL_MIN_SCORE, envelope.info()
+    context = normalize_file_keys(code_context)
+    pred = predicted_contents(context, envelope.answer)
+    if isinstance(pred, FormatError):
+        return SWE_RL_MIN_SCORE, pred.info()
+    new_contents, parse_info = pred
+    compare = _patches_equal if discrete else patch_similarity
+    score, info = compare(context, normalize_file_keys(oracle_new_content), new_contents)
+    return score, {**info, **parse_info}
+
+
+def swe_rl_reward(
+    code_context: dict[str, str],
+    oracle_new_content: dict[str, str],
+    response: str,
+    *,
+    time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
+) -> tuple[float, dict]:
+    """SWE-RL reward of `response` (see the module docstring): −1 or a value in [0, 1].
+
+    code_context: path → original content of the files shown to the model.
+    oracle_new_content: path → post-patch content of each file the oracle patch changes.
+    info: `kind` ("ok" or the error kind), `reason` on errors, per-file `files` similarities,
+    `n_blocks`/`malformed_blocks`. Never raises; timeouts and internal errors score −1.
+    """
+    return run_guarded(SWE_RL_MIN_SCORE, time_limit_s, compute_swe_rl,
+                       code_context, oracle_new_content, response, False)
+
+
+def swe_rl_discrete_reward(
+    code_context: dict[str, str],
+    oracle_new_content: dict[str, str],
+    response: str,
+    *,
+    time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
+) -> tuple[float, dict]:
+    """The discrete ablation: −1 for the same format errors, else 1.0 iff the normalized patches
+    of prediction and oracle are identical for every file, else 0.0."""
+    return run_guarded(SWE_RL_MIN_SCORE, time_limit_s, compute_swe_rl,
+                       code_context, oracle_new_content, response, True)
