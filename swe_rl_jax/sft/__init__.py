@@ -1,0 +1,1 @@
+"""SoRFT stage 1: rejection-sampled supervised fine-tuning."""
