@@ -11,19 +11,30 @@ row's first real token) and the cache's slot layout stay independent.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Literal, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
 
 from swe_rl_jax.models.config import ModelConfig
 from swe_rl_jax.models.layers import apply_rope, attention, rms_norm, rope_tables, swiglu
-from swe_rl_jax.models.params import Params
+from swe_rl_jax.models.params import Params, param_specs
 
 KVCache = dict[str, jax.Array]  # {"k": [L, B, T, K, hd], "v": [L, B, T, K, hd]}
 RematPolicy = Literal["none", "full", "dots"]
-# `constrain(x, logical_axes) -> x`: pins an activation's sharding (parallel.rules.constrainer).
-Constrain = Callable[[jax.Array, tuple[str, ...]], jax.Array]
+
+
+class ShardingHooks(Protocol):
+    """Pins layouts inside jit (parallel.rules.MeshSharding implements it for a mesh + rules).
+
+    activation(x, axes): an activation with logical axes such as ("batch", "length", "embed").
+    weight(w, axes): a weight at its point of use (FSDP: gathered just in time, one layer at a
+    time, instead of the partitioner gathering all layers, or the activations, at once).
+    """
+
+    def activation(self, x: jax.Array, axes: tuple[str, ...]) -> jax.Array: ...
+
+    def weight(self, w: jax.Array, axes: tuple[str, ...]) -> jax.Array: ...
 
 _REMAT_POLICIES = {
     "full": jax.checkpoint_policies.nothing_saveable,
@@ -97,7 +108,7 @@ def hidden_states(
     cache_index: Optional[jax.Array] = None,
     remat: RematPolicy = "none",
     segment_ids: Optional[jax.Array] = None,
-    constrain: Optional[Constrain] = None,
+    shard: Optional[ShardingHooks] = None,
 ) -> tuple[jax.Array, Optional[KVCache]]:
     """Final-norm hidden states [B, S, D] (compute dtype) and the updated cache.
 
@@ -105,7 +116,7 @@ def hidden_states(
     the cache length with one); None means every slot is real. cache_index: the slot where
     `tokens[:, 0]` is written (scalar int), required with a cache. segment_ids: [B, S] int for
     packed rows without a cache: a query attends only keys of its own segment; 0 is padding.
-    constrain: pins the residual stream's sharding at every layer boundary (training on a mesh).
+    shard: pins the residual stream's and each layer's weights' layouts (training on a mesh).
     """
     batch, seq = tokens.shape
     dtype = compute_dtype(config)
@@ -119,13 +130,19 @@ def hidden_states(
     if segment_ids is not None:
         same = segment_ids[:, :, None] == segment_ids[:, None, :]
         mask = mask & same & (segment_ids != 0)[:, None, :]
-    pin = constrain or (lambda x, _: x)
+    pin = shard.activation if shard is not None else (lambda x, _: x)
 
     cos, sin = rope_tables(config, positions)
     x = pin(params["embed"].astype(dtype)[tokens], ("batch", "length", "embed"))
 
+    # Logical axes of one layer's weights (the stacked "layers" axis dropped), for `shard.weight`.
+    layer_axes = {p.split("/", 1)[1]: axes[1:] for p, (_, axes) in param_specs(config).items()
+                  if p.startswith("layers/")}
+
     def body(x: jax.Array, xs: tuple[Params, Any]) -> tuple[jax.Array, Any]:
         lp, kv = xs
+        if shard is not None:  # cast first, so an FSDP gather moves compute-dtype bytes
+            lp = {name: shard.weight(w.astype(dtype), layer_axes[name]) for name, w in lp.items()}
         x, kv = _layer(config, x, lp, cos, sin, mask, kv, offset)
         return pin(x, ("batch", "length", "embed")), kv
 

@@ -1,0 +1,47 @@
+"""Putting parameters on a mesh without ever holding a full copy on one device.
+
+Random init runs under `jax.jit` with `out_shardings`, so each device computes only its shards.
+HF import reads tensors one at a time on the host and hands each device only its slice.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from swe_rl_jax.checkpoints.hf import assemble_params, iter_hf_tensors
+from swe_rl_jax.checkpoints.hf_config import load_hf_config
+from swe_rl_jax.models.config import ModelConfig
+from swe_rl_jax.models.params import Params, flatten, init_params
+from swe_rl_jax.parallel.rules import Rules, param_shardings
+
+
+def init_sharded_params(
+    config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, rng: jax.Array, dtype: Any = jnp.float32
+) -> Params:
+    """`init_params` computed shard by shard. With the default partitionable threefry the values
+    are those of the unsharded `init_params(config, rng, dtype)`."""
+    init = jax.jit(lambda key: init_params(config, key, dtype), out_shardings=param_shardings(config, mesh, rules))
+    return init(rng)
+
+
+def place_on(sharding: jax.sharding.Sharding, host_array: np.ndarray) -> jax.Array:
+    """A global array from a host array every process holds; each device receives only its slice."""
+    return jax.make_array_from_callback(host_array.shape, sharding, lambda index: host_array[index])
+
+
+def load_hf_sharded(
+    path: str | Path, mesh: jax.sharding.Mesh, rules: Rules, dtype: Any = jnp.float32
+) -> tuple[ModelConfig, Params]:
+    """`checkpoints.hf.load_hf` onto a mesh: host memory peaks at one stacked tensor, device
+    memory at the device's shards."""
+    path = Path(path)
+    config = load_hf_config(path)
+    shardings = flatten(param_shardings(config, mesh, rules))
+    params = assemble_params(
+        config, iter_hf_tensors(path, config), dtype, place=lambda p, a: place_on(shardings[p], a)
+    )
+    return config, params

@@ -1,0 +1,80 @@
+"""Training metrics: FLOP counts and MFU, and a writer to TensorBoard event files plus JSONL."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import jax
+
+from swe_rl_jax.models.config import ModelConfig
+
+# Dense bf16 peak FLOP/s per device, from vendor datasheets, matched by substring of
+# `jax.Device.device_kind` (first match wins, so longer names come first).
+PEAK_FLOPS: tuple[tuple[str, float], ...] = (
+    ("TPU v6 lite", 918e12), ("TPU v6e", 918e12),
+    ("TPU v5p", 459e12), ("TPU v5 lite", 197e12), ("TPU v5e", 197e12),
+    ("TPU v4", 275e12), ("TPU v3", 123e12),
+    ("H200", 989e12), ("H100", 989e12), ("A100", 312e12), ("L4", 121e12), ("A10G", 125e12),
+)
+
+
+def peak_flops_per_device(device_kind: Optional[str] = None) -> Optional[float]:
+    """The datasheet peak for a device kind (default: this process's first device); None when
+    unknown (CPUs), in which case MFU is not reported unless a peak is configured."""
+    kind = device_kind if device_kind is not None else jax.devices()[0].device_kind
+    return next((flops for name, flops in PEAK_FLOPS if name.lower() in kind.lower()), None)
+
+
+def train_flops_per_token(config: ModelConfig, seq_len: int) -> float:
+    """Forward+backward FLOPs per trained token: 6·N for the matmul weights (the input
+    embedding is a lookup, so it counts only when tied to the output projection) plus
+    12·L·H·hd·S for the attention scores and values (full S×S, as the decoder computes it)."""
+    n = config.num_params()
+    if not config.tie_word_embeddings:
+        n -= config.vocab_size * config.hidden_size
+    attention = 12 * config.num_layers * config.num_heads * config.head_dim_ * seq_len
+    return 6.0 * n + attention
+
+
+def mfu(flops: float, seconds: float, num_devices: int, peak_per_device: Optional[float]) -> Optional[float]:
+    """Model FLOP utilisation: achieved FLOP/s over the devices' combined peak."""
+    if not peak_per_device or seconds <= 0:
+        return None
+    return flops / seconds / (num_devices * peak_per_device)
+
+
+class MetricsWriter:
+    """Scalars to `<logdir>/metrics.jsonl` (one JSON object per step, appended across restarts)
+    and TensorBoard event files under `logdir`. Only process 0 writes."""
+
+    def __init__(self, logdir: str | Path, enabled: Optional[bool] = None) -> None:
+        self.enabled = jax.process_index() == 0 if enabled is None else enabled
+        self.logdir = Path(logdir)
+        if not self.enabled:
+            return
+        from tensorboardX import SummaryWriter
+
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        self._jsonl = open(self.logdir / "metrics.jsonl", "a", encoding="utf-8")
+        self._tb = SummaryWriter(str(self.logdir))
+
+    def write(self, step: int, metrics: Mapping[str, Any]) -> None:
+        if not self.enabled:
+            return
+        record = {"step": int(step)}
+        for key, value in metrics.items():
+            if value is None:
+                continue
+            value = float(value)
+            record[key] = value
+            if math.isfinite(value):
+                self._tb.add_scalar(f"train/{key}", value, int(step))
+        self._jsonl.write(json.dumps(record) + "\n")
+        self._jsonl.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self._jsonl.close()
+            self._tb.close()
