@@ -80,6 +80,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected an integer, got {value!r}")
         return value
     if tp is float:
+        if isinstance(value, str):
+            # YAML 1.1 reads `1e-5` (no dot) as a string; accept any plain number spelling.
+            try:
+                return float(value)
+            except ValueError:
+                raise ConfigError(f"{key}: expected a number, got {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
         return float(value)
@@ -108,6 +114,11 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
     kwargs = {}
     for name, value in data.items():
         key = f"{prefix}.{name}" if prefix else name
+        default = _default_of(fields[name])
+        if dataclasses.is_dataclass(default) and isinstance(value, Mapping):
+            # A partial section overrides the field's own default, not the section type's
+            # defaults: `optimizer: {lr: 1e-3}` keeps the preset's schedule.
+            value = _deep_merge(to_dict(default), value)
         kwargs[name] = _coerce(value, hints[name], key)
     missing = [
         n for n, f in fields.items()
@@ -122,6 +133,21 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
         if prefix and not str(e).startswith(prefix):
             raise ConfigError(f"{prefix}.{e}") from None
         raise
+
+
+def _default_of(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def _deep_merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in update.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(out.get(k), dict) and isinstance(v, Mapping) else v
+    return out
 
 
 def to_dict(config: Any) -> Any:

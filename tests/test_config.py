@@ -96,3 +96,14 @@ def test_unknown_preset():
 def test_every_preset_is_valid():
     for name in PRESETS:
         assert isinstance(preset(name), ModelConfig)
+
+
+@dataclass(frozen=True)
+class WithPreset:
+    inner: Inner = field(default_factory=lambda: Inner(lr=0.5, kind="linear"))
+
+
+def test_partial_section_keeps_the_fields_own_defaults():
+    assert from_dict(WithPreset, {"inner": {"lr": 2.0}}).inner == Inner(lr=2.0, kind="linear")
+    assert from_dict(WithPreset, {}).inner == Inner(lr=0.5, kind="linear")
+    assert load_config(Outer, None, ["name=x", "inner.lr=1e-3"]).inner == Inner(lr=1e-3, kind="cosine")

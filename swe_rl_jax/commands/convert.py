@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from swe_rl_jax.checkpoints import CheckpointError, load_hf, save_hf
-from swe_rl_jax.commands.common import resolve_checkpoint
+from swe_rl_jax.policy import resolve_checkpoint
 
 
 def main(argv: list[str]) -> int:

