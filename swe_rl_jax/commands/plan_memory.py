@@ -37,6 +37,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--param-dtype", choices=("float32", "bfloat16"), default="float32",
                    help="master weight (and optimizer state) dtype")
     p.add_argument("--chunk", type=int, default=1024, help="loss chunk length")
+    p.add_argument("--attention", choices=("dense", "chunked"), default="dense",
+                   help="attention implementation (model config attention_impl)")
+    p.add_argument("--attention-chunk", type=int, default=512, help="query/key block of chunked attention")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return p.parse_args(argv)
 
@@ -83,7 +86,8 @@ def plan(args: argparse.Namespace, mesh_config: Any) -> dict[str, Any]:
         make_train_step, state_shardings,
     )
 
-    config = preset(args.model, dtype=args.dtype)
+    config = preset(args.model, dtype=args.dtype, attention_impl=args.attention,
+                    attention_chunk=args.attention_chunk)
     mesh = make_mesh(mesh_config)
     rules_name = args.rules or ("fsdp_tp" if mesh_config.tensor > 1 else "fsdp")
     rules = get_rules(rules_name)
@@ -108,6 +112,7 @@ def plan(args: argparse.Namespace, mesh_config: Any) -> dict[str, Any]:
         "rules": rules_name,
         "seq": args.seq, "batch": args.batch, "micro_batches": args.micro_batches, "remat": args.remat,
         "dtype": args.dtype, "param_dtype": args.param_dtype, "chunk": args.chunk,
+        "attention": args.attention, "attention_chunk": args.attention_chunk,
         "params_bytes": params_bytes, "opt_state_bytes": opt_bytes,
         "argument_bytes": mem.argument_size_in_bytes, "output_bytes": mem.output_size_in_bytes,
         "alias_bytes": mem.alias_size_in_bytes, "temp_bytes": mem.temp_size_in_bytes,
@@ -122,6 +127,7 @@ def format_report(r: dict[str, Any]) -> str:
         f"{r['model']} ({r['num_params'] / 1e9:.2f}B params)  mesh {mesh}  rules {r['rules']}",
         f"batch {r['batch']} x seq {r['seq']}  micro-batches {r['micro_batches']}  remat {r['remat']}  "
         f"compute {r['dtype']}  master {r['param_dtype']}  loss chunk {r['chunk']}",
+        f"attention {r['attention']}" + (f" (block {r['attention_chunk']})" if r["attention"] == "chunked" else ""),
         "per device:",
         f"  parameters        {gib(r['params_bytes'])}",
         f"  optimizer state   {gib(r['opt_state_bytes'])}",

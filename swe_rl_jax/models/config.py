@@ -14,6 +14,7 @@ from swe_rl_jax.config import ConfigError, from_dict, require
 
 Family = Literal["qwen2", "qwen3", "llama"]
 DType = Literal["float32", "bfloat16"]
+AttentionImpl = Literal["dense", "chunked"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ class ModelConfig:
     dtype: DType = "float32"
     # Run the stacked layers under lax.scan so compile time does not grow with depth.
     scan_layers: bool = True
+    # Runtime switches (never read from or written to config.json): "dense" materialises the
+    # [B, heads, S, T] float32 scores; "chunked" is the blockwise online-softmax attention
+    # (layers.chunked_attention) over blocks of `attention_chunk` queries and keys, O(S) memory.
+    attention_impl: AttentionImpl = "dense"
+    attention_chunk: int = 512
     # Token ids written to generation_config.json on export.
     bos_token_id: Optional[int] = None
     eos_token_ids: tuple[int, ...] = ()
@@ -87,6 +93,17 @@ class ModelConfig:
         require(self.head_dim_ % 2 == 0, "head_dim", f"must be even for RoPE, got {self.head_dim_}")
         require(self.rms_norm_eps > 0, "rms_norm_eps", "must be > 0")
         require(self.rope_theta > 0, "rope_theta", "must be > 0")
+        require(
+            self.attention_impl in ("dense", "chunked"),
+            "attention_impl",
+            f"must be 'dense' or 'chunked', got {self.attention_impl!r}",
+        )
+        require(
+            isinstance(self.attention_chunk, int) and not isinstance(self.attention_chunk, bool)
+            and self.attention_chunk > 0,
+            "attention_chunk",
+            f"must be a positive integer, got {self.attention_chunk!r}",
+        )
 
     @property
     def head_dim_(self) -> int:

@@ -17,7 +17,9 @@ import jax
 import jax.numpy as jnp
 
 from swe_rl_jax.models.config import ModelConfig
-from swe_rl_jax.models.layers import apply_rope, attention, rms_norm, rope_tables, swiglu
+from swe_rl_jax.models.layers import (
+    AttentionMask, apply_rope, attention, chunked_attention, rms_norm, rope_tables, swiglu,
+)
 from swe_rl_jax.models.params import Params, param_specs
 
 KVCache = dict[str, jax.Array]  # {"k": [L, B, T, K, hd], "v": [L, B, T, K, hd]}
@@ -65,7 +67,7 @@ def _layer(
     lp: Params,
     cos: jax.Array,
     sin: jax.Array,
-    mask: jax.Array,
+    mask: jax.Array | AttentionMask,
     kv: Optional[tuple[jax.Array, jax.Array]],
     cache_index: Optional[jax.Array],
 ) -> tuple[jax.Array, Optional[tuple[jax.Array, jax.Array]]]:
@@ -91,7 +93,10 @@ def _layer(
         kv = (k_cache, v_cache)
         k, v = k_cache.astype(dtype), v_cache.astype(dtype)
 
-    attn = attention(q, k, v, mask)
+    if isinstance(mask, AttentionMask):  # config.attention_impl == "chunked"
+        attn = chunked_attention(q, k, v, mask, config.attention_chunk)
+    else:
+        attn = attention(q, k, v, mask)
     x = x + jnp.einsum("bshk,hkd->bsd", attn, w("o_proj"))
     h = rms_norm(x, lp["mlp_norm"], eps)
     x = x + swiglu(h, w("gate_proj"), w("up_proj"), w("down_proj"))
@@ -117,19 +122,22 @@ def hidden_states(
     `tokens[:, 0]` is written (scalar int), required with a cache. segment_ids: [B, S] int for
     packed rows without a cache: a query attends only keys of its own segment; 0 is padding.
     shard: pins the residual stream's and each layer's weights' layouts (training on a mesh).
+    config.attention_impl: "dense" expands the mask to [B, S, T]; "chunked" keeps it compact
+    (`layers.AttentionMask`) and attends block by block (`layers.chunked_attention`).
     """
     batch, seq = tokens.shape
     dtype = compute_dtype(config)
     num_slots = seq if cache is None else cache["k"].shape[2]
     offset = jnp.asarray(0 if cache_index is None else cache_index, jnp.int32)
-    query_slot = offset + jnp.arange(seq, dtype=jnp.int32)
-    causal = jnp.arange(num_slots, dtype=jnp.int32)[None, :] <= query_slot[:, None]  # [S, T]
-    mask = jnp.broadcast_to(causal[None], (batch, seq, num_slots))
-    if kv_mask is not None:
-        mask = mask & kv_mask.astype(bool)[:, None, :]
-    if segment_ids is not None:
-        same = segment_ids[:, :, None] == segment_ids[:, None, :]
-        mask = mask & same & (segment_ids != 0)[:, None, :]
+    # The mask in compact form (O(B * (S + T))); the dense path expands it to [B, S, T] once.
+    spec = AttentionMask(
+        q_slot=offset + jnp.arange(seq, dtype=jnp.int32),
+        k_slot=jnp.arange(num_slots, dtype=jnp.int32),
+        kv_mask=None if kv_mask is None else kv_mask.astype(bool),
+        q_segment=segment_ids,
+        k_segment=segment_ids,
+    )
+    mask = spec if config.attention_impl == "chunked" else spec.dense(batch)
     pin = shard.activation if shard is not None else (lambda x, _: x)
 
     cos, sin = rope_tables(config, positions)
