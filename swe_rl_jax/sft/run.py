@@ -1,0 +1,202 @@
+"""The sharded SFT run: seqio SFT mixture (packed, loss on responses only) → train loop → eval → HF export.
+
+Paper defaults (SoRFT: full fine-tune, global batch 128, 2 epochs, peak LR 1e-5, cosine, 3% warmup)
+are the `configs/sorft_sft.yaml` preset; `configs/sft_tiny.yaml` is the CPU scale used by tests.
+The number of steps is `num_steps`, or, when 0, `epochs` × train examples / batch size.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from swe_rl_jax.checkpoints import save_hf
+from swe_rl_jax.config import require, to_dict
+from swe_rl_jax.data.records import SUBTASKS, read_records, records_file
+from swe_rl_jax.models.decoder import RematPolicy
+from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
+from swe_rl_jax.parallel.rules import MeshSharding
+from swe_rl_jax.policy import ModelSource, load_policy, tokenizer_source
+from swe_rl_jax.sampling import SamplingParams
+from swe_rl_jax.train import (Checkpointer, LoopConfig, MetricsWriter, OptimizerConfig, abstract_train_state,
+                              batch_shardings, create_train_state, from_seqio, learning_rate_schedule,
+                              make_optimizer, make_sft_loss, make_train_step, resume, train_flops_per_token,
+                              train_loop)
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    sft_dir: str = ""  # rejection-sampled examples, <split>/<subtask>.jsonl with a `response` field
+    model: ModelSource = field(default_factory=ModelSource)
+    records_dir: str = ""  # task records for the greedy subtask eval ("" disables it)
+    out_dir: str = "outputs/sft"
+    subtasks: tuple[str, ...] = ()  # default: every subtask with SFT data
+    inputs_length: int = 1536  # prompt tokens per packed row (seqio PrefixLM lengths)
+    targets_length: int = 512  # response tokens per packed row
+    pack: bool = True
+    batch_size: int = 8  # packed rows per step (global)
+    micro_batches: int = 1
+    epochs: float = 2.0
+    num_steps: int = 0  # 0: from epochs
+    optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=1e-5, warmup_ratio=0.03))
+    mesh: MeshConfig = field(default_factory=MeshConfig)
+    rules: str = "fsdp"
+    remat: RematPolicy = "none"
+    loss_chunk: int = 512
+    eval_examples: int = 16  # held-out records per subtask for the greedy eval (0: none)
+    eval_max_new_tokens: int = 256
+    save_every: int = 50
+    keep_checkpoints: int = 2
+    export: bool = True
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        require(self.batch_size > 0, "batch_size", "must be > 0")
+        require(self.micro_batches > 0 and self.batch_size % self.micro_batches == 0, "micro_batches",
+                f"must divide batch_size {self.batch_size}")
+        require(self.epochs > 0 or self.num_steps > 0, "epochs", "epochs or num_steps must be > 0")
+        require(self.num_steps >= 0, "num_steps", "must be >= 0")
+        require(all(s in SUBTASKS for s in self.subtasks), "subtasks", f"each must be one of {SUBTASKS}")
+        get_rules(self.rules)
+
+
+def _sft_subtasks(config: SFTConfig) -> list[str]:
+    found = [s for s in SUBTASKS if records_file(config.sft_dir, "train", s).is_file()
+             and records_file(config.sft_dir, "train", s).stat().st_size > 0]
+    chosen = [s for s in found if not config.subtasks or s in config.subtasks]
+    if not chosen:
+        raise FileNotFoundError(f"no SFT examples under {config.sft_dir}/train/ for subtasks {config.subtasks or SUBTASKS}")
+    return chosen
+
+
+def _count(sft_dir: str, split: str, subtasks: list[str]) -> int:
+    paths = [records_file(sft_dir, split, s) for s in subtasks]
+    return sum(sum(1 for line in p.open(encoding="utf-8") if line.strip()) for p in paths if p.is_file())
+
+
+class SeqioBatches:
+    """Deterministic SFT batches from the seqio mixture; `from_position(p)` resumes exactly."""
+
+    def __init__(self, config: SFTConfig, subtasks: list[str], pad_id: int):
+        from swe_rl_jax.data import seqio_tasks as st  # TensorFlow stays out of the import path
+
+        self.st = st
+        self.config = config
+        tokenizer = tokenizer_source(config.model)
+        self.registration = st.register_tasks(None, tokenizer, sft_dir=config.sft_dir,
+                                              data_dir=str(Path(config.out_dir) / "tfds"), sft_subtasks=subtasks)
+        self.converter = st.ChatFeatureConverter(pack=config.pack, pad_id=pad_id)
+        self.lengths = {"inputs": config.inputs_length, "targets": config.targets_length}
+
+    def _dataset(self, split: str, shuffle: bool, epochs: Optional[int]) -> Any:
+        import seqio
+
+        return seqio.get_dataset(self.st.SFT_MIXTURE, self.lengths, self.converter, dataset_split=split, shuffle=shuffle,
+                                 seed=self.config.seed, num_epochs=epochs, batch_size=self.config.batch_size)
+
+    def from_position(self, position: int) -> Iterator[dict[str, np.ndarray]]:
+        ds = self._dataset("train", shuffle=True, epochs=None).skip(position)
+        for features in ds.as_numpy_iterator():
+            yield {k: np.asarray(v, np.int32) for k, v in from_seqio(features).items()}
+
+    def validation(self) -> list[dict[str, np.ndarray]]:
+        try:
+            ds = self._dataset("validation", shuffle=False, epochs=1)
+        except Exception:  # seqio raises when no task has a validation split
+            return []
+        out = []
+        for features in ds.as_numpy_iterator():
+            batch = {k: np.asarray(v, np.int32) for k, v in from_seqio(features).items()}
+            short = self.config.batch_size - batch["tokens"].shape[0]
+            if short:  # pad the last batch with empty rows (loss_mask 0) to the compiled shape
+                batch = {k: np.concatenate([v, np.zeros((short, *v.shape[1:]), v.dtype)]) for k, v in batch.items()}
+            out.append(batch)
+        return out
+
+
+def run_sft(config: SFTConfig) -> dict[str, Any]:
+    """Trains, evaluates, exports; returns a summary dict (also written to out_dir/summary.json)."""
+    require(bool(config.sft_dir), "sft_dir", "is required")
+    out = Path(config.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    mesh = make_mesh(config.mesh)
+    rules = get_rules(config.rules)
+    model_config, params, tokenizer = load_policy(config.model, mesh, rules)
+    subtasks = _sft_subtasks(config)
+    n_train = _count(config.sft_dir, "train", subtasks)
+    # An epoch is counted in examples / batch rows; with packing a row holds several examples, so
+    # this over-counts steps per epoch (never under-trains). Set num_steps to control it exactly.
+    num_steps = config.num_steps or max(1, math.ceil(config.epochs * n_train / config.batch_size))
+    opt_config = dataclasses.replace(config.optimizer, total_steps=num_steps)
+    optimizer = make_optimizer(opt_config)
+    param_dtype = jnp.bfloat16 if config.model.param_dtype == "bfloat16" else jnp.float32
+    state, state_sh = create_train_state(model_config, optimizer, mesh, rules, jax.random.PRNGKey(config.seed),
+                                         params=params, param_dtype=param_dtype)
+    del params
+    shard = MeshSharding(mesh, rules)
+    loss_fn = make_sft_loss(model_config, chunk=config.loss_chunk, remat=config.remat, shard=shard)
+    batches = SeqioBatches(config, subtasks, tokenizer.pad_id)
+    first = next(batches.from_position(0))
+    b_sh = batch_shardings(mesh, rules, first)
+    step = make_train_step(loss_fn, optimizer, state_sh, b_sh, num_micro_batches=config.micro_batches,
+                           learning_rate=learning_rate_schedule(opt_config))
+
+    checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
+    state, position, _ = resume(checkpointer, abstract_train_state(model_config, optimizer, state_sh, param_dtype),
+                                lambda: state)
+    writer = MetricsWriter(out / "metrics")
+    seq = first["tokens"].shape[1]
+    result = train_loop(
+        state, step, lambda p: (jax.device_put(b, b_sh) for b in batches.from_position(p)),
+        LoopConfig(num_steps=num_steps, save_every=config.save_every, progress=config.progress),
+        start_position=position, checkpointer=checkpointer, writer=writer, meta={"config": to_dict(config)},
+        tokens_per_batch=config.batch_size * seq,
+        flops_per_batch=train_flops_per_token(model_config, seq) * config.batch_size * seq,
+    )
+    checkpointer.close()
+    state = result.state
+    summary: dict[str, Any] = {"steps": result.position, "stop_reason": result.reason, "train_examples": n_train,
+                               "skipped_steps": result.skipped_steps,
+                               "train_loss_first": result.history[0]["loss"] if result.history else None,
+                               "train_loss_last": result.history[-1]["loss"] if result.history else None}
+
+    val = batches.validation()
+    if val:
+        eval_loss = jax.jit(lambda p, b: loss_fn(p, b), in_shardings=(state_sh.params, b_sh))
+        total, tokens = 0.0, 0.0
+        for b in val:
+            loss_sum, aux = eval_loss(state.params, jax.device_put(b, b_sh))
+            total, tokens = total + float(loss_sum), tokens + float(aux["loss_tokens"])
+        summary["heldout_loss"] = total / max(tokens, 1.0)
+        writer.write(result.position, {"heldout_loss": summary["heldout_loss"]})
+    if config.records_dir and config.eval_examples:
+        summary["heldout_eval"] = evaluate_split(model_config, state.params, tokenizer, config, "validation")
+    writer.close()
+    if config.export:
+        summary["export_dir"] = str(save_hf(out / "hf", model_config.replace(dtype="float32"), state.params,
+                                            tokenizer_dir=tokenizer_source(config.model)))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
+
+
+def evaluate_split(model_config, params, tokenizer, config: SFTConfig, split: str) -> dict[str, Any]:
+    from swe_rl_jax.eval.subtasks import evaluate
+
+    records = []
+    for subtask in SUBTASKS:
+        path = records_file(config.records_dir, split, subtask)
+        if path.is_file() and (not config.subtasks or subtask in config.subtasks):
+            records.extend(list(read_records(path))[: config.eval_examples])
+    if not records:
+        return {}
+    sampling = SamplingParams(max_new_tokens=config.eval_max_new_tokens, temperature=0.0, n=1,
+                              eos_ids=tokenizer.eos_ids)
+    return evaluate(model_config, params, tokenizer, records, sampling, config.seed).summary

@@ -1,0 +1,59 @@
+"""SoRFT stage 1 end to end on CPU: build → teacher file → filter → sharded SFT → HF export."""
+import json
+
+import numpy as np
+import pytest
+
+from swe_rl_jax.cli import main as cli
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    """A tiny random Llama whose vocabulary matches the SmolLM2 tokenizer used for the data."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = tmp_path_factory.mktemp("tiny")
+    cfg = AutoConfig.for_model("llama", vocab_size=49152, hidden_size=64, intermediate_size=128,
+                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                               max_position_embeddings=4096, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
+    return path
+
+
+def test_build_sample_filter_sft_export(tmp_path, tiny_llama, capsys):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    records, sft_data, out = tmp_path / "records", tmp_path / "sft_data", tmp_path / "sft"
+    assert cli(["build-data", "--sample", "--out", str(records)]) == 0
+    assert cli(["rejection-sample", f"records_dir={records}", f"out_dir={sft_data}",
+                "teacher.path=data/sample/teacher_responses.jsonl", "rejection.samples_per_prompt=5",
+                "rejection.num_workers=1"]) == 0
+    report = json.loads((sft_data / "report.json").read_text())
+    # The shipped teacher writes one right answer among wrong ones per task: about 1 in 5 kept.
+    assert 0.1 < report["train"]["acceptance"]["subtask/file_localization"] < 0.5
+    assert report["train"]["rejection_reasons"]["absent_items"] > 0
+
+    capsys.readouterr()
+    rc = cli(["sft", f"sft_dir={sft_data}", f"records_dir={records}", f"out_dir={out}",
+              f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
+              "subtasks=[file_localization,line_localization]", "inputs_length=1024", "targets_length=256",
+              "batch_size=2", "num_steps=5", "optimizer.lr=3e-3", "optimizer.warmup_steps=0",
+              "eval_examples=1", "eval_max_new_tokens=8", "save_every=2", "progress=false"])
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 5 and summary["stop_reason"] == "done"
+    assert summary["train_loss_last"] < summary["train_loss_first"] - 0.5  # it learns
+    assert np.isfinite(summary["heldout_loss"])
+    assert summary["heldout_eval"]["all"]["n"] == 2
+    metrics = [json.loads(l) for l in (out / "metrics" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if "loss" in m] == [1, 2, 3, 4, 5]
+
+    hf, info = AutoModelForCausalLM.from_pretrained(out / "hf", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert (out / "hf" / "tokenizer.json").is_file()
+    # The export is the trained model, not the initial one.
+    initial = AutoModelForCausalLM.from_pretrained(tiny_llama)
+    assert not torch.equal(hf.model.layers[0].mlp.up_proj.weight, initial.model.layers[0].mlp.up_proj.weight)
