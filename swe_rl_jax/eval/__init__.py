@@ -1,0 +1,1 @@
+"""Evaluation: subtask metrics through the sampler and the rewards."""

@@ -1,0 +1,50 @@
+"""Evaluate a policy on task records: generate (greedy by default), score, summarize."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import jax
+
+from swe_rl_jax.data.records import TaskRecord
+from swe_rl_jax.eval.metrics import Outcome, outcome, summarize
+from swe_rl_jax.models import ModelConfig
+from swe_rl_jax.rewards import RewardPool, score_batch
+from swe_rl_jax.sampling import SamplingParams, generate
+from swe_rl_jax.scoring import reward_task
+from swe_rl_jax.tokenizer import ChatTokenizer
+
+
+@dataclass
+class EvalResult:
+    outcomes: list[Outcome]
+    responses: list[str]
+    summary: dict[str, dict[str, float]]
+
+
+def evaluate(
+    config: ModelConfig,
+    params: Any,
+    tokenizer: ChatTokenizer,
+    records: Sequence[TaskRecord],
+    sampling: SamplingParams,
+    rng: jax.Array | int = 0,
+    *,
+    rewards: Optional[Mapping[str, str]] = None,
+    batch_size: int = 16,
+    num_workers: int = 0,
+    pool: Optional[RewardPool] = None,
+) -> EvalResult:
+    """One response per record (sampling.n must be 1), scored by the record's reward."""
+    if sampling.n != 1:
+        raise ValueError("evaluation takes one response per record; set n=1")
+    prompts = [tokenizer.encode_prompt(r.messages) for r in records]
+    texts: list[str] = []
+    for start in range(0, len(prompts), batch_size):
+        key = jax.random.fold_in(jax.random.PRNGKey(rng) if isinstance(rng, int) else rng, start)
+        results = generate(config, params, prompts[start:start + batch_size], sampling, key, tokenizer=tokenizer)
+        texts.extend(r.text or "" for r in results)
+    scored = score_batch([reward_task(r, t, rewards) for r, t in zip(records, texts)], pool=pool,
+                         num_workers=num_workers or None)
+    outcomes = [outcome(r.subtask, r.repo, s, info) for r, (s, info) in zip(records, scored)]
+    return EvalResult(outcomes, texts, summarize(outcomes))

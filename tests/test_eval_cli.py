@@ -1,0 +1,111 @@
+"""`eval` CLI: a tiny random Llama on the sample records; eval.json must hold the summary, the
+outcomes and the responses, and its metrics must equal a recomputation from what it saved."""
+import json
+
+import pytest
+
+from swe_rl_jax.cli import main as cli
+from swe_rl_jax.commands.eval import EvalConfig, eval_summary, format_table, outcome_from_json
+from swe_rl_jax.config import ConfigError, load_config
+from swe_rl_jax.data.records import SUBTASKS, read_records, records_file
+from swe_rl_jax.eval.metrics import outcome, summarize
+from swe_rl_jax.rewards import score_task
+from swe_rl_jax.scoring import reward_task
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    """A tiny random Llama whose vocabulary matches the SmolLM2 tokenizer used for the data."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = tmp_path_factory.mktemp("tiny")
+    cfg = AutoConfig.for_model("llama", vocab_size=49152, hidden_size=32, intermediate_size=64,
+                               num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                               max_position_embeddings=8192, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
+    return path
+
+
+def test_eval_cli_writes_consistent_report(tmp_path, tiny_llama, capsys):
+    records_dir, out = tmp_path / "records", tmp_path / "eval"
+    assert cli(["build-data", "--sample", "--out", str(records_dir)]) == 0
+    capsys.readouterr()
+    rc = cli(["eval", f"records_dir={records_dir}", f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
+              "split=train", "max_examples=1", "sampling.max_new_tokens=8", f"out_dir={out}", "batch_size=16"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "subtask/file_localization" in printed and "swe_rl_reward" in printed and "fbeta" in printed
+
+    report = json.loads((out / "eval.json").read_text())
+    assert set(report) >= {"config", "num_records", "summary", "records"}
+    assert report["config"]["sampling"]["temperature"] == 0.0 and report["config"]["sampling"]["n"] == 1
+    rows = report["records"]
+    assert report["num_records"] == len(rows) == len(SUBTASKS)
+    assert all(set(r) == {"task_id", "subtask", "instance_id", "repo", "outcome", "response"} for r in rows)
+    assert [r["subtask"] for r in rows] == list(SUBTASKS)
+
+    # The records are the first one of each train file, in file order.
+    records = {}
+    for s in SUBTASKS:
+        for rec in list(read_records(records_file(records_dir, "train", s)))[:1]:
+            records[rec.task_id] = rec
+    assert [r["task_id"] for r in rows] == list(records)
+
+    # Outcomes equal a rescoring of the saved responses; the summary equals their aggregation.
+    outcomes = []
+    for r in rows:
+        score, info = score_task(reward_task(records[r["task_id"]], r["response"]))
+        fresh = outcome(r["subtask"], r["repo"], score, info)
+        saved = outcome_from_json(r["outcome"])
+        assert fresh == saved, r["task_id"]
+        outcomes.append(saved)
+    assert report["summary"] == json.loads(json.dumps(eval_summary(outcomes)))
+
+    # And by hand, from the saved outcomes.
+    s = report["summary"]
+    for sub in SUBTASKS:
+        mine = [r["outcome"] for r in rows if r["subtask"] == sub]
+        row = s[f"subtask/{sub}"]
+        n = len(mine)
+        assert row["n"] == n == 1
+        assert row["format_correct"] == pytest.approx(sum(o["format_ok"] for o in mine) / n)
+        assert row["hit"] == pytest.approx(sum(o["hit"] for o in mine) / n)
+        assert row["precision"] == pytest.approx(sum(o["precision"] for o in mine) / n)
+        assert row["recall"] == pytest.approx(sum(o["recall"] for o in mine) / n)
+        assert row["mean_reward"] == pytest.approx(sum(o["score"] for o in mine) / n)
+        assert ("fbeta" in row) == (sub.endswith("_localization"))
+        assert ("applied" in row) == (sub in ("edit_generation", "swe_rl"))
+    assert s["subtask/swe_rl"]["swe_rl_reward"] == s["subtask/swe_rl"]["mean_reward"]
+    repos = {r["repo"] for r in rows}
+    assert {k for k in s if k.startswith("repo/")} == {f"repo/{x}" for x in repos}
+    assert sum(s[f"repo/{x}"]["n"] for x in repos) == s["all"]["n"] == len(rows)
+
+
+def test_eval_summary_extra_means_and_table():
+    outs = [
+        outcome("file_localization", "o/a", 0.8, {"kind": "ok", "tp": 1, "precision": 0.5, "recall": 1.0}),
+        outcome("line_localization", "o/a", 0.2, {"kind": "ok", "tp": 1, "precision": 0.1, "recall": 0.5}),
+        outcome("swe_rl", "o/a", -1.0, {"kind": "tag_count"}),
+        outcome("swe_rl", "o/b", 0.5, {"kind": "ok"}),
+        outcome("edit_generation", "o/b", 0.6, {"kind": "ok", "tp": 2, "precision": 1.0, "recall": 0.5}),
+    ]
+    s = eval_summary(outs)
+    base = summarize(outs)
+    assert {k: {c: v for c, v in row.items() if c not in ("fbeta", "swe_rl_reward")} for k, row in s.items()} == base
+    assert s["repo/o/a"]["fbeta"] == pytest.approx(0.5) and s["repo/o/a"]["swe_rl_reward"] == -1.0
+    assert "fbeta" not in s["repo/o/b"] and s["repo/o/b"]["swe_rl_reward"] == 0.5
+    assert s["all"]["swe_rl_reward"] == pytest.approx(-0.25) and s["all"]["fbeta"] == pytest.approx(0.5)
+    assert "fbeta" not in s["subtask/swe_rl"] and "swe_rl_reward" not in s["subtask/file_localization"]
+    assert format_table(s).count("\n") == len(s)
+
+
+def test_eval_config_validation():
+    with pytest.raises(ConfigError, match="sampling.n"):
+        load_config(EvalConfig, None, ["records_dir=x", "sampling.n=4"])
+    with pytest.raises(ConfigError, match="records_dir"):
+        load_config(EvalConfig, None, [])
+    with pytest.raises(ConfigError, match="split"):
+        load_config(EvalConfig, None, ["records_dir=x", "split=test"])
+    assert load_config(EvalConfig, None, ["records_dir=x"]).sampling.temperature == 0.0

@@ -1,0 +1,244 @@
+"""Agentless-style inference (`resolve`): a scripted policy drives localize → repair → diff → filter →
+vote on the sample repositories; the predictions must `git apply` at base_commit. Plus one smoke run of
+the real CLI with a tiny random model."""
+import ast
+import json
+import subprocess
+
+import pytest
+
+from swe_rl_jax.data.builder import BuildStats, iter_tasks
+from swe_rl_jax.data.options import BuildOptions
+from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
+from swe_rl_jax.data.sources import RepoLocator, load_instances
+from swe_rl_jax.eval.agentless import (AgentlessOptions, Candidate, lexical_file_ranking, load_inference_instances,
+                                       make_candidate, resolve_all, select_patch)
+
+INSTANCES = SAMPLE_DIR / "instances.jsonl"
+COMMENT = "# resolved by the scripted policy\n"
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    """The sample repositories and their task records (ground truth drives the scripted policy)."""
+    repos = make_sample_repos(tmp_path_factory.mktemp("repos"))
+    stats = BuildStats(BuildOptions().subtasks)
+    records = {}
+    for _, rec in iter_tasks(load_instances(INSTANCES), RepoLocator(next(iter(repos.values())).parent),
+                             BuildOptions(), stats):
+        records[(rec.instance_id, rec.subtask)] = rec
+    return repos, records
+
+
+def _issue_of(messages):
+    user = messages[-1]["content"]
+    return user.split("<issue>\n", 1)[1].split("\n</issue>", 1)[0]
+
+
+def _block(path, search, replace):
+    return f"```python\n### {path}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n```\n"
+
+
+def _whole_file_blocks(edit_record, transform=lambda path, new: new):
+    """SEARCH the whole old file, REPLACE it with the (transformed) oracle content; deletions are
+    not expressible as SEARCH/REPLACE and are left out."""
+    old_files = edit_record.context["code_context"]
+    blocks = []
+    for path, new in edit_record.ground_truth["oracle_new_content"].items():
+        if new == "":
+            continue
+        new = transform(path, new)
+        blocks.append(_block(path, old_files.get(path, "").removesuffix("\n"), new.removesuffix("\n")))
+    return "".join(blocks)
+
+
+def _parses(text):
+    try:
+        ast.parse(text)
+        return True
+    except SyntaxError:
+        return False
+
+
+def repair_answers(edit_record):
+    """Samples in order: a different valid patch (B), broken syntax, blank lines only, the oracle (A),
+    the oracle with an extra comment (A again after normalization) → A wins 2 votes to 1."""
+    old_files = edit_record.context["code_context"]
+    path = next((p for p, t in old_files.items() if t.strip() and _parses(t)), None)
+    if path is None:  # tidewater__ledgerly-14 only deletes a Python 2 file: nothing to write
+        return ["I cannot express a deletion."] * 5
+    old = old_files[path].removesuffix("\n")
+    first_line = old.split("\n", 1)[0]
+    b = _block(path, old, old + "\n\n_ALTERNATIVE_FIX = True")
+    broken = _whole_file_blocks(edit_record, lambda p, new: new + "\ndef broken(:\n    pass\n")
+    blank = _block(path, first_line, first_line + "\n\n")
+    oracle = "<think>copy the fix</think>\n" + _whole_file_blocks(edit_record)
+    commented = _whole_file_blocks(edit_record, lambda p, new: COMMENT + new if p.endswith(".py") else new)
+    return [b, broken, blank, oracle, commented]
+
+
+def scripted_policy(records, by_issue):
+    calls = []
+
+    def respond(prompts, n):
+        out = []
+        for messages in prompts:
+            user = messages[-1]["content"]
+            iid = by_issue[_issue_of(messages)]
+            rec = lambda s: records.get((iid, s))  # noqa: E731
+            if "Which files must be edited" in user:
+                answers = ["```\n" + "\n".join(rec("file_localization").ground_truth["items"]) + "\n```"]
+                calls.append("file")
+            elif "Which classes, functions or methods" in user:
+                r = rec("function_localization")
+                if r is None:  # the Python 2 file: no function ground truth, the pipeline must fall back
+                    answers = ["I am not sure."]
+                else:
+                    lines = []
+                    for path in dict.fromkeys(p for p, _ in r.ground_truth["items"]):
+                        names = [nm for p, nm in r.ground_truth["items"] if p == path]
+                        lines += [path] + [f"function: {nm}" for nm in names if nm] + [""]
+                        if "" in names:
+                            lines += [path, ""]
+                    answers = ["```\n" + "\n".join(lines) + "\n```"]
+                calls.append("function")
+            elif "Which lines must be edited" in user:
+                items = rec("line_localization").ground_truth["items"]
+                text = "\n".join(f"{p}\nline: {n}" for p, n in items)
+                answers = [f"```\n{text}\n```"]
+                calls.append("line")
+            else:
+                assert "Edit the code to resolve the issue" in user
+                answers = repair_answers(rec("edit_generation"))
+                calls.append("repair")
+            assert len(answers) >= n
+            out.append(answers[:n])
+        return out
+
+    return respond, calls
+
+
+def _git(repo, *args, input=None):
+    return subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True, text=True)
+
+
+def test_scripted_pipeline_applies_filters_and_votes(sample, tmp_path):
+    repos, records = sample
+    instances = load_inference_instances(INSTANCES)
+    by_issue = {i.problem_statement: i.instance_id for i in instances}
+    respond, calls = scripted_policy(records, by_issue)
+    out = tmp_path / "preds.jsonl"
+    summary = resolve_all(instances, RepoLocator(next(iter(repos.values())).parent), respond,
+                          AgentlessOptions(num_samples=5), out, "scripted")
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    traces = {t["instance_id"]: t for t in map(json.loads, (tmp_path / "preds.trace.jsonl").read_text().splitlines())}
+    assert [r["instance_id"] for r in rows] == [i.instance_id for i in instances]
+    assert all(set(r) == {"instance_id", "model_name_or_path", "model_patch"} for r in rows)
+    assert summary["instances"] == len(instances) == 12
+    assert calls.count("file") == calls.count("repair") == 12
+
+    # The deletion-only instance gets no candidate and an empty patch (counted).
+    deletion = traces.pop("tidewater__ledgerly-14")
+    assert deletion["status"] == "no_candidate" and deletion["votes"] == 0
+    assert {c["dropped"] for c in deletion["candidates"]} == {"no_blocks"}
+    assert next(r for r in rows if r["instance_id"] == "tidewater__ledgerly-14")["model_patch"] == ""
+    # Every other instance: the broken and the blank-line candidates are dropped; the oracle wins 2 to 1.
+    for iid, t in traces.items():
+        dropped = {c["sample"]: c["dropped"] for c in t["candidates"]}
+        assert dropped[1] == "syntax_error" and dropped[2] == "blank_lines_only", iid
+        assert dropped[0] == dropped[3] == dropped[4] == "", iid
+        assert t["votes"] == 2 and t["status"] == "patch", iid
+        assert t["files"] == records[(iid, "file_localization")].ground_truth["items"]
+    assert summary["with_patch"] == 11 and summary["empty_patch"] == 1
+    assert summary["status"] == {"no_candidate": 1, "patch": 11}
+    assert summary["candidates_dropped"] == {"syntax_error": 11, "blank_lines_only": 11, "no_blocks": 5}
+    # The Python 2 instance has no function answer: the pipeline fell back and still produced the fix.
+    assert summary["fallbacks"].get("functions_unparsed_file", 0) >= 1
+
+    # Each prediction applies at base_commit in a clone and gives the oracle's files.
+    inst_by_id = {i.instance_id: i for i in instances}
+    clones = {}
+    for row in rows:
+        if not row["model_patch"]:
+            continue
+        inst = inst_by_id[row["instance_id"]]
+        if inst.repo not in clones:
+            clones[inst.repo] = tmp_path / "clones" / inst.repo.replace("/", "__")
+            assert _git(tmp_path, "clone", "-q", str(repos[inst.repo]), str(clones[inst.repo])).returncode == 0
+        clone = clones[inst.repo]
+        assert _git(clone, "checkout", "-q", "-f", "--detach", inst.base_commit).returncode == 0
+        _git(clone, "clean", "-qfd")
+        check = _git(clone, "apply", "--check", "-", input=row["model_patch"])
+        assert check.returncode == 0, (row["instance_id"], check.stderr)
+        assert _git(clone, "apply", "-", input=row["model_patch"]).returncode == 0
+        oracle = records[(inst.instance_id, "edit_generation")].ground_truth["oracle_new_content"]
+        for path, new in oracle.items():
+            if new:  # deletions are not expressible as SEARCH/REPLACE
+                assert (clone / path).read_text() == new, (row["instance_id"], path)
+        assert COMMENT not in row["model_patch"]  # the earliest sample of the winning key is written
+
+
+def test_select_patch_majority_and_ties():
+    c = lambda k, key, dropped="": Candidate(k, f"patch{k}", key, dropped)  # noqa: E731
+    assert select_patch([c(0, "B"), c(1, "A"), c(2, "A")]) == ("patch1", 2)
+    assert select_patch([c(0, "B"), c(1, "A")]) == ("patch0", 1)  # tie → earliest sample
+    assert select_patch([c(0, "", "syntax_error"), c(1, "A")]) == ("patch1", 1)
+    assert select_patch([c(0, "", "no_blocks")]) == ("", 0)
+
+
+def test_candidate_filters():
+    files = {"pkg/a.py": "def f():\n    return 1\n\n\ndef g():\n    return 2\n", "README.md": "hello\n"}
+    read = lambda paths: {p: files[p] for p in paths if p in files}  # noqa: E731
+    ok = make_candidate(0, _block("pkg/a.py", "    return 1", "    return 3"), read)
+    assert not ok.dropped and ok.patch.startswith("diff --git a/pkg/a.py b/pkg/a.py")
+    assert make_candidate(0, _block("pkg/a.py", "    return 1", "    return (3"), read).dropped == "syntax_error"
+    assert make_candidate(0, _block("pkg/a.py", "def g():", "\ndef g():"), read).dropped == "blank_lines_only"
+    comment_only = _block("pkg/a.py", "    return 1", "    return 1  # one")
+    assert make_candidate(0, comment_only, read).dropped == "no_code_change"
+    assert make_candidate(0, _block("pkg/a.py", "nope", "x"), read).dropped == "no_change"
+    assert make_candidate(0, "no edits here", read).dropped == "no_blocks"
+    created = make_candidate(0, _block("pkg/new.py", "", "X = 1"), read)
+    assert not created.dropped and "new file mode" in created.patch
+    assert not make_candidate(0, _block("README.md", "hello", "bye"), read).dropped  # non-Python: text key
+
+
+def test_lexical_fallback_ranks_mentioned_files():
+    paths = ["pkg/a.py", "pkg/ledger.py", "pkg/money.py"]
+    contents = {"pkg/a.py": "def unrelated(): ...\n", "pkg/money.py": "class Money:\n    def split(self): ...\n"}
+    assert lexical_file_ranking("Money.split rounds wrongly", paths, contents)[0] == "pkg/money.py"
+    assert lexical_file_ranking("crash in pkg/ledger.py", paths, contents)[0] == "pkg/ledger.py"
+    assert lexical_file_ranking("nothing relevant", paths, {}) == paths
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    """A tiny random Llama whose vocabulary matches the SmolLM2 tokenizer."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = tmp_path_factory.mktemp("tiny")
+    cfg = AutoConfig.for_model("llama", vocab_size=49152, hidden_size=32, intermediate_size=64,
+                               num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                               max_position_embeddings=8192, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
+    return path
+
+
+def test_resolve_cli_smoke_tiny_model(sample, tiny_llama, tmp_path, capsys):
+    from swe_rl_jax.cli import main as cli
+
+    repos, _ = sample
+    out = tmp_path / "preds.jsonl"
+    rc = cli(["resolve", "--instances", str(INSTANCES), "--repos", str(next(iter(repos.values())).parent),
+              "--out", str(out), f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2", "model_name=tiny",
+              "limit=1", "localization.max_new_tokens=4", "repair.max_new_tokens=4", "agentless.num_samples=2",
+              "progress=false"])
+    assert rc == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["instance_id"] == "quillsoft__configlet-12"
+    assert rows[0]["model_name_or_path"] == "tiny" and isinstance(rows[0]["model_patch"], str)
+    printed = capsys.readouterr().out
+    assert json.loads(printed[printed.index("{"):])["instances"] == 1
+    trace = json.loads((tmp_path / "preds.trace.jsonl").read_text())
+    assert len(trace["responses"]["repair"]) == 2 and trace["files"]
