@@ -1,0 +1,165 @@
+"""The GRPO loop body: sample groups → score on the host → advantages → clipped-surrogate updates.
+
+`GRPOTrainer.step` is independent of where prompts and rewards come from: `next_prompts(k)` yields
+k (prompt ids, payload) pairs and `score(payloads, results)` scores every response on the host.
+`rl/run.py` feeds it task records and registered rewards; tests feed it synthetic tasks.
+The sampler always runs on the current params; the reference policy is the initial params,
+kept only when the KL coefficient is non-zero.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from swe_rl_jax.eval.metrics import FORMAT_OK_KINDS
+from swe_rl_jax.models import ModelConfig, hidden_states
+from swe_rl_jax.parallel import Rules
+from swe_rl_jax.rl.advantages import GroupAccumulator, group_advantages
+from swe_rl_jax.rl.config import GRPOConfig
+from swe_rl_jax.rl.objectives import finalize_metrics, make_denominator_fn, make_policy_loss_fn
+from swe_rl_jax.rl.rollout import OverlongMode, build_rollout_batch, overlong_penalty
+from swe_rl_jax.sampling import SampleResult, SamplingParams, generate
+from swe_rl_jax.train import TrainState, batch_shardings, make_train_step, next_token_targets, token_logprobs
+
+Prompt = tuple[Sequence[int], Any]  # (token ids, payload handed back to `score`)
+ScoreFn = Callable[[Sequence[Any], Sequence[SampleResult]], Sequence[tuple[float, dict]]]
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    prompts_per_step: int = 4
+    ppo_epochs: int = 1  # passes over each rollout batch
+    minibatches: int = 1  # optimizer steps per pass
+    micro_batches: int = 1  # gradient accumulation inside a minibatch
+    loss_chunk: int = 512
+    overlong: OverlongMode = "mask"
+    overlong_buffer: int = 64  # tokens before max_new_tokens where the soft penalty starts
+
+
+class GRPOTrainer:
+    def __init__(self, model_config: ModelConfig, state: TrainState, state_shardings: TrainState,
+                 optimizer: optax.GradientTransformation, grpo: GRPOConfig, sampling: SamplingParams,
+                 update: UpdateConfig, mesh: jax.sharding.Mesh, rules: Rules, pad_id: int,
+                 tokenizer: Any = None, learning_rate: Optional[optax.Schedule] = None):
+        self.cfg, self.grpo, self.update = model_config, grpo, update
+        self.sampling = dataclasses.replace(sampling, n=grpo.group_size)
+        self.mesh, self.rules, self.pad_id, self.tokenizer = mesh, rules, pad_id, tokenizer
+        self.state_shardings, self.optimizer, self.learning_rate = state_shardings, optimizer, learning_rate
+        self.ref_params = jax.tree.map(jnp.copy, state.params) if grpo.kl_coef > 0 else None
+        self._steps: dict[int, Any] = {}
+        self._logp = jax.jit(self._logprobs_of)
+        self._logp_entropy = jax.jit(functools.partial(self._logprobs_of, with_entropy=True))
+        self.shard_batch = functools.partial(batch_shardings, mesh, rules)
+
+    # -- model log-probs at the sampling temperature, aligned with RolloutBatch.loss_mask
+    def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False):
+        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"])
+        return token_logprobs(self.cfg, params, hidden, next_token_targets(batch["tokens"]),
+                              self.update.loss_chunk, temperature=max(self.sampling.temperature, 1e-6),
+                              with_entropy=with_entropy)
+
+    def _train_step(self, example: dict[str, Any]) -> Any:
+        width = example["tokens"].shape[1]
+        if width not in self._steps:
+            with_entropy = self.grpo.entropy_coef > 0
+            loss_fn = make_policy_loss_fn(lambda p, b: self._logprobs_of(p, b, with_entropy),
+                                          **self.grpo.policy_loss_kwargs())
+            self._steps[width] = make_train_step(
+                loss_fn, self.optimizer, self.state_shardings, self.shard_batch(example),
+                num_micro_batches=self.update.micro_batches,
+                denominator_fn=make_denominator_fn(self.grpo.loss_agg), learning_rate=self.learning_rate)
+        return self._steps[width]
+
+    def sample_groups(self, state: TrainState, position: int, next_prompts: Callable[[int], list[Prompt]],
+                      score: ScoreFn) -> tuple[np.ndarray, list[Any], np.ndarray, dict[str, float]]:
+        """Rounds of group sampling (refills under dynamic sampling) until the batch is full."""
+        target = self.update.prompts_per_step
+        acc = GroupAccumulator(target, self.grpo.max_refills if self.grpo.dynamic_sampling else 0)
+        sampled = 0
+        while True:
+            prompts = next_prompts(target - acc.num_informative if acc.rounds else target)
+            key = jax.random.fold_in(jax.random.fold_in(state.rng, position), acc.rounds)
+            results = generate(self.cfg, state.params, [p for p, _ in prompts], self.sampling, key,
+                               tokenizer=self.tokenizer)
+            g = self.grpo.group_size
+            scored = score([prompts[r.prompt_index][1] for r in results], results)
+            rewards = np.array([s for s, _ in scored], np.float64).reshape(len(prompts), g)
+            if self.update.overlong == "penalty":
+                lengths = np.array([r.length for r in results]).reshape(len(prompts), g)
+                rewards = rewards + overlong_penalty(lengths, self.sampling.max_new_tokens, self.update.overlong_buffer)
+            items = [(prompts[i], results[i * g:(i + 1) * g], [info for _, info in scored[i * g:(i + 1) * g]])
+                     for i in range(len(prompts))]
+            acc.add(rewards, items)
+            sampled += len(prompts)
+            if acc.done:
+                break
+        rewards, items, informative = acc.take()
+        return rewards, items, informative, {"groups_sampled": sampled, "refill_rounds": acc.rounds - 1,
+                                             "groups_dropped": sampled - int(informative.sum())
+                                             if self.grpo.dynamic_sampling else 0}
+
+    def step(self, state: TrainState, position: int, next_prompts: Callable[[int], list[Prompt]],
+             score: ScoreFn) -> tuple[TrainState, dict[str, float]]:
+        rewards, items, informative, counts = self.sample_groups(state, position, next_prompts, score)
+        g = self.grpo.group_size
+        adv = group_advantages(rewards, self.grpo.advantage_scale, self.grpo.advantage_eps, self.grpo.std_ddof)
+        prompts = [item[0][0] for item in items]
+        results = [SampleResult(i, r.sample_index, r.token_ids, r.logprobs, r.logprobs_truncated, r.finish_reason, r.text)
+                   for i, item in enumerate(items) for r in item[1]]
+        rollout = build_rollout_batch(prompts, results, self.pad_id, self.update.overlong)
+        if self.grpo.dynamic_sampling:  # filler groups (refills ran out) train on nothing
+            rollout.loss_mask *= np.repeat(informative, g)[:, None].astype(np.float32)
+        batch = {**rollout.arrays(), "advantages": adv.advantages.reshape(-1).astype(np.float32)}
+        device_batch = jax.device_put(batch, self.shard_batch(batch))
+        logp_old, entropy = self._logp_entropy(state.params, device_batch)
+        batch["logp_old"] = np.asarray(logp_old)
+        if self.ref_params is not None:
+            batch["logp_ref"] = np.asarray(self._logp(self.ref_params, device_batch)[0])
+        del device_batch
+        mask = batch["loss_mask"] > 0
+        diff = np.abs(batch["logp_old"] - batch["logp_sampler"])[mask]
+        policy_entropy = np.asarray(entropy)[mask]
+
+        aux_sums: dict[str, float] = {}
+        losses = []
+        rows = np.arange(len(results))
+        for epoch in range(self.update.ppo_epochs):
+            order = np.random.default_rng([position, epoch]).permutation(rows) if self.update.minibatches > 1 else rows
+            for mb in np.array_split(order, self.update.minibatches):
+                sub = {k: v[mb] for k, v in batch.items()}  # sliced on the host, placed per the step
+                state, m = self._train_step(sub)(state, jax.device_put(sub, self.shard_batch(sub)))
+                m = jax.device_get(m)
+                losses.append(float(m["loss"]))
+                for k, v in m.items():
+                    if k not in ("loss", "grad_norm", "denominator", "finite", "lr"):
+                        aux_sums[k] = aux_sums.get(k, 0.0) + float(v)
+        metrics = {**finalize_metrics(aux_sums), **counts,
+                   "loss": float(np.mean(losses)), "grad_norm": float(m["grad_norm"]),
+                   "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
+                   "response_length": float(rollout.response_lengths.mean()),
+                   "truncated_frac": float(rollout.truncated.mean()),
+                   "logp_mismatch_mean": float(diff.mean()) if diff.size else 0.0,
+                   "logp_mismatch_max": float(diff.max()) if diff.size else 0.0,
+                   "entropy": float(policy_entropy.mean()) if policy_entropy.size else 0.0}
+        if "lr" in m:
+            metrics["lr"] = float(m["lr"])
+        infos = [info for item in items for info in item[2]]
+        metrics["format_error_rate"] = float(np.mean([info.get("kind") not in FORMAT_OK_KINDS for info in infos]))
+        components: dict[str, list[float]] = {}
+        for item, row in zip(items, rewards):
+            components.setdefault(_component(item[0][1]), []).extend(row.tolist())
+        for name, values in components.items():
+            metrics[f"reward/{name}"] = float(np.mean(values))
+        return state, metrics
+
+
+def _component(payload: Any) -> str:
+    """Per-component reward logging key: a record's subtask, else 'task'."""
+    return getattr(payload, "subtask", None) or "task"

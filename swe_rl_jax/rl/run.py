@@ -1,0 +1,237 @@
+"""The `rl` command: GRPO (SWE-RL) or PPO (SoRFT) on task records with registered rewards,
+checkpointed, resumable, exported.
+
+Prompts come from a deterministic stream over the records (a fresh seeded permutation per epoch);
+the stream cursor, the position and the train state (params, optimizer, RNG) go into every
+checkpoint, so a resumed run samples the same prompts with the same keys as an uninterrupted one.
+With `algorithm: ppo` the critic's train state is saved under `out_dir/checkpoints_critic` at the
+same positions and the KL controller's β goes into the policy checkpoint's metadata; a resume
+restores the newest position both checkpointers hold.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping, Optional, Sequence
+
+import jax
+import numpy as np
+from tqdm import tqdm
+
+from swe_rl_jax.checkpoints import save_hf
+from swe_rl_jax.config import require, to_dict
+from swe_rl_jax.data.records import SPLITS, SUBTASKS, TaskRecord, read_records, records_file
+from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
+from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
+from swe_rl_jax.rewards import RewardPool, score_batch
+from swe_rl_jax.rl.config import GRPOConfig, PPOConfig
+from swe_rl_jax.rl.grpo import GRPOTrainer, Prompt, UpdateConfig
+from swe_rl_jax.rl.ppo import PPOTrainer
+from swe_rl_jax.rl.value import CRITIC_MODES, Critic, CriticMode, abstract_critic_state, create_critic_state
+from swe_rl_jax.sampling import SampleResult, SamplingParams
+from swe_rl_jax.scoring import DEFAULT_REWARDS, reward_task
+from swe_rl_jax.train import (Checkpointer, MetricsWriter, OptimizerConfig, PreemptionFlag, abstract_train_state,
+                              create_train_state, learning_rate_schedule, make_optimizer)
+
+
+@dataclass(frozen=True)
+class CriticConfig:
+    """PPO critic. `separate`: own backbone (same architecture as the policy) plus a value head,
+    initialised from `checkpoint` ("" = the policy checkpoint), trained with `ppo.critic_lr`.
+    `shared`: a value head on the policy's backbone, which the value loss does not train."""
+
+    mode: CriticMode = "separate"
+    checkpoint: str = ""  # separate mode: HF dir / .gguf of the critic backbone; "": the policy's
+
+    def __post_init__(self) -> None:
+        require(self.mode in CRITIC_MODES, "mode", f"must be one of {CRITIC_MODES}, got {self.mode!r}")
+        require(not (self.checkpoint and self.mode == "shared"), "checkpoint",
+                "a shared value head has no backbone of its own to load")
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    records_dir: str = ""  # build-data output (required at run time)
+    model: ModelSource = field(default_factory=ModelSource)
+    out_dir: str = "outputs/rl"
+    split: str = "train"
+    subtasks: tuple[str, ...] = ()  # default: every subtask with records
+    rewards: dict[str, str] = field(default_factory=dict)  # subtask -> registered reward (default: scoring.py)
+    algorithm: Literal["grpo", "ppo"] = "grpo"  # grpo (SWE-RL) | ppo (SoRFT stage 2)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)  # PPO: optimizer.lr is replaced by ppo.actor_lr
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    update: UpdateConfig = field(default_factory=UpdateConfig)
+    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024, temperature=1.0))
+    max_prompt_tokens: int = 8192  # longer prompts are skipped (counted)
+    num_steps: int = 100
+    optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=1e-6, schedule="constant"))
+    mesh: MeshConfig = field(default_factory=MeshConfig)
+    rules: str = "fsdp"
+    reward_workers: int = 0  # 0: all cores
+    save_every: int = 10
+    stop_after_steps: int = 0  # >0: stop (after a checkpoint) once this invocation ran that many steps
+    keep_checkpoints: int = 2
+    export: bool = True
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        require(self.split in SPLITS, "split", f"must be one of {SPLITS}")
+        require(all(s in SUBTASKS for s in self.subtasks), "subtasks", f"each must be one of {SUBTASKS}")
+        require(all(s in SUBTASKS for s in self.rewards), "rewards", f"keys must be subtasks {SUBTASKS}")
+        require(self.num_steps > 0, "num_steps", "must be > 0")
+        require(self.algorithm in ("grpo", "ppo"), "algorithm", f"must be 'grpo' or 'ppo', got {self.algorithm!r}")
+        get_rules(self.rules)
+
+
+class PromptStream:
+    """Records in a seeded order, a new permutation each epoch; `cursor` counts prompts taken."""
+
+    def __init__(self, items: Sequence[Prompt], seed: int, cursor: int = 0):
+        if not items:
+            raise ValueError("no prompts to train on")
+        self.items, self.seed, self.cursor = list(items), seed, cursor
+
+    def take(self, k: int) -> list[Prompt]:
+        out = []
+        for i in range(self.cursor, self.cursor + k):
+            epoch, j = divmod(i, len(self.items))
+            out.append(self.items[np.random.default_rng([self.seed, epoch]).permutation(len(self.items))[j]])
+        self.cursor += k
+        return out
+
+
+def load_prompts(config: RLConfig, tokenizer: Any) -> tuple[list[Prompt], int]:
+    """(prompt ids, record) pairs of the configured split and subtasks; and how many were too long."""
+    prompts, too_long = [], 0
+    for subtask in config.subtasks or SUBTASKS:
+        path = records_file(config.records_dir, config.split, subtask)
+        if not path.is_file():
+            continue
+        for record in read_records(path):
+            ids = tokenizer.encode_prompt(record.messages)
+            if len(ids) > config.max_prompt_tokens:
+                too_long += 1
+                continue
+            prompts.append((ids, record))
+    return prompts, too_long
+
+
+def make_scorer(rewards: Mapping[str, str], pool: Optional[RewardPool]):
+    def score(payloads: Sequence[TaskRecord], results: Sequence[SampleResult]) -> list[tuple[float, dict]]:
+        return score_batch([reward_task(rec, r.text or "", rewards) for rec, r in zip(payloads, results)], pool=pool)
+    return score
+
+
+def load_critic_backbone(config: RLConfig, model_config: Any, mesh: Any, rules: Any) -> Any:
+    """The critic checkpoint's params; its architecture must equal the policy's."""
+    source = dataclasses.replace(config.model, checkpoint=config.critic.checkpoint,
+                                 tokenizer=str(tokenizer_source(config.model)))
+    critic_config, params, _ = load_policy(source, mesh, rules)
+    fields = lambda c: {k: v for k, v in dataclasses.asdict(c).items() if k != "dtype"}  # noqa: E731
+    require(fields(critic_config) == fields(model_config), "critic.checkpoint",
+            "the critic must have the policy's architecture (a value head is added on top)")
+    return params
+
+
+def run_rl(config: RLConfig) -> dict[str, Any]:
+    require(bool(config.records_dir), "records_dir", "is required")
+    out = Path(config.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    mesh, rules = make_mesh(config.mesh), get_rules(config.rules)
+    model_config, params, tokenizer = load_policy(config.model, mesh, rules)
+    prompts, too_long = load_prompts(config, tokenizer)
+    ppo = config.algorithm == "ppo"
+    opt_config = dataclasses.replace(config.optimizer, total_steps=config.num_steps)
+    if ppo:
+        opt_config = dataclasses.replace(opt_config, lr=config.ppo.actor_lr)
+    optimizer = make_optimizer(opt_config)
+    param_dtype = jnp_dtype(config.model.param_dtype)
+    state, state_sh = create_train_state(model_config, optimizer, mesh, rules, jax.random.PRNGKey(config.seed),
+                                         params=params, param_dtype=param_dtype)
+    sampling = dataclasses.replace(config.sampling, eos_ids=config.sampling.eos_ids or tokenizer.eos_ids)
+    critic_state = critic_checkpointer = None
+    if ppo:
+        critic_opt_config = dataclasses.replace(opt_config, lr=config.ppo.critic_lr)
+        critic_optimizer = make_optimizer(critic_opt_config)
+        backbone = params
+        if config.critic.mode == "separate" and config.critic.checkpoint:
+            backbone = load_critic_backbone(config, model_config, mesh, rules)
+        critic_state, critic_sh = create_critic_state(
+            model_config, critic_optimizer, mesh, rules, jax.random.PRNGKey(config.seed + 1), config.critic.mode,
+            backbone=backbone, param_dtype=param_dtype)
+        del backbone
+        critic = Critic(model_config, critic_sh, critic_optimizer, mesh, rules, value_clip=config.ppo.value_clip,
+                        loss_agg=config.ppo.loss_agg, micro_batches=config.update.micro_batches,
+                        learning_rate=learning_rate_schedule(critic_opt_config))
+        trainer: Any = PPOTrainer(model_config, state, state_sh, optimizer, critic, config.ppo, sampling,
+                                  config.update, mesh, rules, tokenizer.pad_id, tokenizer,
+                                  learning_rate_schedule(opt_config))
+        critic_checkpointer = Checkpointer(out / "checkpoints_critic", keep=config.keep_checkpoints)
+    else:
+        trainer = GRPOTrainer(model_config, state, state_sh, optimizer, config.grpo, sampling, config.update,
+                              mesh, rules, tokenizer.pad_id, tokenizer, learning_rate_schedule(opt_config))
+    del params
+
+    checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
+    position, cursor = 0, 0
+    resume_step = checkpointer.latest_step()
+    if ppo and resume_step is not None:  # the newest position both the policy and the critic hold
+        common = set(checkpointer.all_steps()) & set(critic_checkpointer.all_steps())
+        resume_step = max(common) if common else None
+    if resume_step is not None:
+        state, meta = checkpointer.restore(abstract_train_state(model_config, optimizer, state_sh, param_dtype),
+                                           step=resume_step)
+        position, cursor = int(meta["position"]), int(meta["cursor"])
+        if ppo:
+            critic_state, _ = critic_checkpointer.restore(
+                abstract_critic_state(model_config, critic_optimizer, critic_sh, config.critic.mode, param_dtype),
+                step=resume_step)
+            if "kl_controller" in meta:
+                trainer.kl_controller.load_state_dict(meta["kl_controller"])
+    stream = PromptStream(prompts, config.seed, cursor)
+    writer = MetricsWriter(out / "metrics")
+    rewards = {**DEFAULT_REWARDS, **config.rewards}
+    history = []
+    preemption = PreemptionFlag()
+    with RewardPool(config.reward_workers or None) as pool:
+        score = make_scorer(rewards, pool)
+        bar = tqdm(total=config.num_steps, initial=position, disable=not config.progress, dynamic_ncols=True)
+        while position < config.num_steps:
+            if ppo:
+                state, critic_state, metrics = trainer.step(state, critic_state, position, stream.take, score)
+            else:
+                state, metrics = trainer.step(state, position, stream.take, score)
+            position += 1
+            metrics["prompts_too_long"] = too_long
+            history.append(metrics)
+            writer.write(position, metrics)
+            bar.update(1)
+            bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", refresh=False)
+            stop = preemption.is_set() or len(history) == config.stop_after_steps
+            if stop or position % config.save_every == 0 or position == config.num_steps:
+                meta = {"position": position, "cursor": stream.cursor, "config": to_dict(config)}
+                if ppo:
+                    meta["kl_controller"] = trainer.kl_controller.state_dict()
+                    critic_checkpointer.save(position, critic_state, {"position": position})
+                checkpointer.save(position, state, meta)
+            if stop:
+                break
+        bar.close()
+    preemption.restore()
+    checkpointer.close()
+    if critic_checkpointer is not None:
+        critic_checkpointer.close()
+    writer.close()
+    summary: dict[str, Any] = {"steps": position, "finished": position == config.num_steps,
+                               "prompts": len(prompts), "prompts_too_long": too_long,
+                               "reward_first": history[0]["reward_mean"] if history else None,
+                               "reward_last": history[-1]["reward_mean"] if history else None}
+    if config.export and summary["finished"]:
+        summary["export_dir"] = str(save_hf(out / "hf", model_config.replace(dtype="float32"), state.params,
+                                            tokenizer_dir=tokenizer_source(config.model)))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
