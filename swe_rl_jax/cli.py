@@ -15,6 +15,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("swe_rl_jax.commands.convert", "convert HF or GGUF checkpoints to an HF directory"),
     "demo": ("swe_rl_jax.commands.demo", "load a model, check it against transformers, chat greedily"),
     "build-data": ("swe_rl_jax.commands.build_data", "build SoRFT subtasks and SWE-RL tasks from issues"),
+    "rejection-sample": ("swe_rl_jax.commands.rejection_sample", "teacher samples -> subtask filters -> SFT examples"),
+    "sft": ("swe_rl_jax.commands.sft", "sharded SFT on rejection-sampled examples, eval, HF export"),
+    "rl": ("swe_rl_jax.commands.rl", "GRPO on task records with rule-based rewards, resumable, HF export"),
+    "generate": ("swe_rl_jax.commands.generate", "sample answers to chat prompts with the rollout engine"),
+    "eval": ("swe_rl_jax.commands.eval", "greedy subtask evaluation: format, hit, precision/recall, F-beta, applied"),
+    "resolve": ("swe_rl_jax.commands.resolve", "Agentless-style inference: localize, repair, filter, vote -> predictions"),
+    "plan-memory": ("swe_rl_jax.commands.plan_memory", "per-device memory of a train step, compiled on fake devices"),
 }
 
 
@@ -35,7 +42,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except user_errors() as e:  # bad input: one clear line, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that report bad input (config, files, checkpoints) rather than a bug."""
+    from swe_rl_jax.checkpoints.hf_config import CheckpointError
+    from swe_rl_jax.config import ConfigError
+    from swe_rl_jax.data.records import RecordFormatError
+    from swe_rl_jax.teachers.jsonl_file import TeacherFileError
+    from swe_rl_jax.tokenizer import TokenizerError
+
+    return (ConfigError, CheckpointError, RecordFormatError, TeacherFileError, TokenizerError, FileNotFoundError)
 
 
 if __name__ == "__main__":

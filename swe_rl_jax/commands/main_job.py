@@ -1,13 +1,14 @@
-"""`main`: the README's first command.
+"""`main`: the README's first command — the whole SoRFT-style pipeline on its embedded default
+(configs/main.yaml: the shipped sample and SmolLM2-135M-Instruct on CPU). See pipeline/main_job.py.
 
-Until the SFT and RL pipeline lands (issues 7-9), the embedded default is the model demo: load
-SmolLM2-135M-Instruct from the installed package, check it against transformers, answer a prompt,
-export to HF format.
+    python -m swe_rl_jax.cli main [--config FILE] [key=value ...]
 """
 from __future__ import annotations
 
-from swe_rl_jax.commands import demo
+from swe_rl_jax.commands.common import parse_config_args
+from swe_rl_jax.pipeline.main_job import MainConfig, run_main
 
 
 def main(argv: list[str]) -> int:
-    return demo.main(argv)
+    run_main(parse_config_args("main", MainConfig, argv, "configs/main.yaml", __doc__))
+    return 0

