@@ -136,10 +136,15 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
 
 
 def _default_of(f: dataclasses.Field) -> Any:
+    """The field's default value; None when there is none or it cannot be built on its own (a
+    default section that is only valid once the user fills in a required key)."""
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
+        try:
+            return f.default_factory()
+        except ConfigError:
+            return None
     return None
 
 

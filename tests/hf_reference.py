@@ -75,3 +75,18 @@ def left_padded_batch(rng: np.random.Generator, lengths: list[int], vocab: int, 
         tokens[i, width - n:] = rng.integers(3, vocab, n)
         mask[i, width - n:] = 1
     return tokens, mask
+
+
+def make_tiny_llama(out_dir: Path) -> Path:
+    """A tiny random Llama (1 layer, hidden 32) with SmolLM2's 49152-token vocabulary, so the
+    pipeline tests can use the real SmolLM2 tokenizer (`model.tokenizer=smollm2`) with it."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model("llama", vocab_size=49152, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                  max_position_embeddings=8192, tie_word_embeddings=True,
+                                  bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(out_dir)
+    return out_dir

@@ -107,3 +107,23 @@ def test_partial_section_keeps_the_fields_own_defaults():
     assert from_dict(WithPreset, {"inner": {"lr": 2.0}}).inner == Inner(lr=2.0, kind="linear")
     assert from_dict(WithPreset, {}).inner == Inner(lr=0.5, kind="linear")
     assert load_config(Outer, None, ["name=x", "inner.lr=1e-3"]).inner == Inner(lr=1e-3, kind="cosine")
+
+
+@dataclass(frozen=True)
+class NeedsPath:
+    path: str = ""
+
+    def __post_init__(self):
+        if not self.path:
+            raise ConfigError("path: required")
+
+
+@dataclass(frozen=True)
+class HoldsNeedsPath:
+    section: NeedsPath = field(default_factory=NeedsPath)
+
+
+def test_section_whose_default_is_incomplete():
+    assert from_dict(HoldsNeedsPath, {"section": {"path": "x"}}).section == NeedsPath("x")
+    with pytest.raises(ConfigError, match="path"):
+        from_dict(HoldsNeedsPath, {"section": {}})

@@ -11,11 +11,12 @@ from swe_rl_jax.sft.run import SFTConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CLASSES = {"main": MainConfig, "demo": DemoConfig, "sorft_sft": SFTConfig, "sft_tiny": SFTConfig, "swe_rl_grpo": RLConfig,
+           "sorft_ppo": RLConfig,
            "rl_tiny": RLConfig}
 
 
 def test_every_preset_is_known():
-    assert {p.stem for p in CONFIGS.glob("*.yaml")} <= set(CLASSES) | {"sorft_ppo", "ppo_tiny"}
+    assert {p.stem for p in CONFIGS.glob("*.yaml")} <= set(CLASSES)
 
 
 @pytest.mark.parametrize("name", sorted(CLASSES))
@@ -37,3 +38,10 @@ def test_bad_override_is_named():
         load_config(RLConfig, CONFIGS / "rl_tiny.yaml", ["grpo.group_size=1"])
     with pytest.raises(ConfigError, match="update.prompt_per_step"):
         load_config(RLConfig, CONFIGS / "rl_tiny.yaml", ["update.prompt_per_step=3"])
+
+
+def test_sorft_ppo_paper_settings():
+    ppo = load_config(RLConfig, CONFIGS / "sorft_ppo.yaml")
+    assert ppo.algorithm == "ppo"
+    assert (ppo.ppo.actor_lr, ppo.ppo.critic_lr, ppo.update.prompts_per_step, ppo.sampling.temperature, ppo.num_steps) == \
+        (5e-7, 9e-6, 64, 1.0, 200)

@@ -5,27 +5,12 @@ import json
 import pytest
 
 from swe_rl_jax.cli import main as cli
-from swe_rl_jax.commands.eval import EvalConfig, eval_summary, format_table, outcome_from_json
+from swe_rl_jax.commands.eval import EvalConfig, eval_summary, format_table, load_eval_records, outcome_from_json
 from swe_rl_jax.config import ConfigError, load_config
 from swe_rl_jax.data.records import SUBTASKS, read_records, records_file
 from swe_rl_jax.eval.metrics import outcome, summarize
 from swe_rl_jax.rewards import score_task
 from swe_rl_jax.scoring import reward_task
-
-
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    """A tiny random Llama whose vocabulary matches the SmolLM2 tokenizer used for the data."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    path = tmp_path_factory.mktemp("tiny")
-    cfg = AutoConfig.for_model("llama", vocab_size=49152, hidden_size=32, intermediate_size=64,
-                               num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                               max_position_embeddings=8192, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
-    return path
 
 
 def test_eval_cli_writes_consistent_report(tmp_path, tiny_llama, capsys):
@@ -104,8 +89,8 @@ def test_eval_summary_extra_means_and_table():
 def test_eval_config_validation():
     with pytest.raises(ConfigError, match="sampling.n"):
         load_config(EvalConfig, None, ["records_dir=x", "sampling.n=4"])
-    with pytest.raises(ConfigError, match="records_dir"):
-        load_config(EvalConfig, None, [])
+    with pytest.raises(ConfigError, match="records_dir"):  # required, checked when the run starts
+        load_eval_records(load_config(EvalConfig, None, []))
     with pytest.raises(ConfigError, match="split"):
         load_config(EvalConfig, None, ["records_dir=x", "split=test"])
     assert load_config(EvalConfig, None, ["records_dir=x"]).sampling.temperature == 0.0

@@ -1,23 +1,7 @@
 """The main job end to end with a tiny preset: every artifact is written and usable."""
 import json
 
-import pytest
-
 from swe_rl_jax.cli import main as cli
-
-
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    path = tmp_path_factory.mktemp("tiny")
-    cfg = AutoConfig.for_model("llama", vocab_size=49152, hidden_size=32, intermediate_size=64,
-                               num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                               max_position_embeddings=4096, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
-    return path
 
 
 def test_main_job_tiny_end_to_end(tmp_path, tiny_llama):

@@ -210,21 +210,6 @@ def test_lexical_fallback_ranks_mentioned_files():
     assert lexical_file_ranking("nothing relevant", paths, {}) == paths
 
 
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    """A tiny random Llama whose vocabulary matches the SmolLM2 tokenizer."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    path = tmp_path_factory.mktemp("tiny")
-    cfg = AutoConfig.for_model("llama", vocab_size=49152, hidden_size=32, intermediate_size=64,
-                               num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                               max_position_embeddings=8192, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
-    return path
-
-
 def test_resolve_cli_smoke_tiny_model(sample, tiny_llama, tmp_path, capsys):
     from swe_rl_jax.cli import main as cli
 

@@ -11,23 +11,17 @@ STEPS = 4
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
+def setup(tmp_path_factory, tiny_llama):
     root = tmp_path_factory.mktemp("rl")
-    cfg = AutoConfig.for_model("llama", vocab_size=49152, hidden_size=32, intermediate_size=64,
-                               num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                               max_position_embeddings=2048, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(root / "tiny")
+    (root / "tiny").symlink_to(tiny_llama)
     assert cli(["build-data", "--sample", "--out", str(root / "records")]) == 0
     return root
 
 
 def _args(root, out, *extra):
     return ["rl", f"records_dir={root / 'records'}", f"out_dir={out}", f"model.checkpoint={root / 'tiny'}",
-            "model.tokenizer=smollm2", "subtasks=[file_localization]", "grpo.group_size=2", "grpo.kl_coef=0.04",
+            "model.tokenizer=smollm2", "subtasks=[file_localization]",
+            "rewards={file_localization: 'toy_rewards:letter_e_fraction'}", "grpo.group_size=2", "grpo.kl_coef=0.04",
             "update.prompts_per_step=2", "update.overlong=none", "sampling.max_new_tokens=8",
             f"num_steps={STEPS}", "optimizer.lr=1e-2", "reward_workers=1", "progress=false", "save_every=100", *extra]
 

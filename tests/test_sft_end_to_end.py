@@ -2,24 +2,8 @@
 import json
 
 import numpy as np
-import pytest
 
 from swe_rl_jax.cli import main as cli
-
-
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    """A tiny random Llama whose vocabulary matches the SmolLM2 tokenizer used for the data."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    path = tmp_path_factory.mktemp("tiny")
-    cfg = AutoConfig.for_model("llama", vocab_size=49152, hidden_size=64, intermediate_size=128,
-                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                               max_position_embeddings=4096, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
-    return path
 
 
 def test_build_sample_filter_sft_export(tmp_path, tiny_llama, capsys):
@@ -40,7 +24,7 @@ def test_build_sample_filter_sft_export(tmp_path, tiny_llama, capsys):
     rc = cli(["sft", f"sft_dir={sft_data}", f"records_dir={records}", f"out_dir={out}",
               f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
               "subtasks=[file_localization,line_localization]", "inputs_length=1024", "targets_length=256",
-              "batch_size=2", "num_steps=5", "optimizer.lr=3e-3", "optimizer.warmup_steps=0",
+              "batch_size=2", "num_steps=5", "optimizer.lr=1e-2", "optimizer.warmup_steps=0",
               "eval_examples=1", "eval_max_new_tokens=8", "save_every=2", "progress=false"])
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())

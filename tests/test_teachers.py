@@ -157,7 +157,7 @@ def test_jsonl_teacher(tmp_path):
 
 
 @pytest.mark.parametrize("content, needle", [
-    ('{"task_id": "a"', ":1: not valid JSON"),
+    ('{"task_id": "a"', ":1: malformed JSON"),
     ('{"task_id": 3, "response": "x"}', ":1: expected an object with a string task_id"),
     ('{"task_id": "a", "responses": "x"}', ":1: needs 'response'"),
 ])

@@ -1,6 +1,8 @@
-"""`rl`: GRPO (SWE-RL) on task records with rule-based rewards; resumable; HF export at the end.
+"""`rl`: GRPO (SWE-RL) or PPO (SoRFT, `algorithm: ppo`) on task records with rule-based rewards;
+resumable; HF export at the end.
 
     python -m swe_rl_jax.cli rl --config configs/swe_rl_grpo.yaml [key=value ...]
+    python -m swe_rl_jax.cli rl --config configs/sorft_ppo.yaml [key=value ...]
 
 Rerunning the same command with the same out_dir resumes from its latest checkpoint.
 """

@@ -20,6 +20,7 @@ import optax
 
 from swe_rl_jax.eval.metrics import FORMAT_OK_KINDS
 from swe_rl_jax.models import ModelConfig, hidden_states
+from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.advantages import GroupAccumulator, group_advantages
 from swe_rl_jax.rl.config import GRPOConfig
@@ -39,6 +40,7 @@ class UpdateConfig:
     minibatches: int = 1  # optimizer steps per pass
     micro_batches: int = 1  # gradient accumulation inside a minibatch
     loss_chunk: int = 512
+    remat: RematPolicy = "full"  # activation checkpointing of the policy's layers in updates
     overlong: OverlongMode = "mask"
     overlong_buffer: int = 64  # tokens before max_new_tokens where the soft penalty starts
 
@@ -60,7 +62,7 @@ class GRPOTrainer:
 
     # -- model log-probs at the sampling temperature, aligned with RolloutBatch.loss_mask
     def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False):
-        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"])
+        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"], remat=self.update.remat)
         return token_logprobs(self.cfg, params, hidden, next_token_targets(batch["tokens"]),
                               self.update.loss_chunk, temperature=max(self.sampling.temperature, 1e-6),
                               with_entropy=with_entropy)

@@ -101,7 +101,7 @@ class PPOTrainer:
         self.shard_batch = functools.partial(batch_shardings, mesh, rules)
 
     def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False):
-        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"])
+        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"], remat=self.update.remat)
         return token_logprobs(self.cfg, params, hidden, next_token_targets(batch["tokens"]),
                               self.update.loss_chunk, temperature=max(self.sampling.temperature, 1e-6),
                               with_entropy=with_entropy)

@@ -5,10 +5,10 @@ several lines may share a task id. A request gets up to n of its task's response
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
+from swe_rl_jax.data.records import iter_jsonl
 from swe_rl_jax.teachers.base import TeacherRequest, TeacherResponse
 
 
@@ -21,20 +21,13 @@ def read_responses(path: str | Path) -> dict[str, list[str]]:
     if not path.is_file():
         raise TeacherFileError(f"teacher responses file not found: {path}")
     out: dict[str, list[str]] = {}
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TeacherFileError(f"{path}:{lineno}: not valid JSON: {e.msg}") from None
-            if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
-                raise TeacherFileError(f"{path}:{lineno}: expected an object with a string task_id")
-            responses = row.get("responses", [row["response"]] if "response" in row else None)
-            if not isinstance(responses, list) or not all(isinstance(r, str) for r in responses):
-                raise TeacherFileError(f"{path}:{lineno}: needs 'response' (string) or 'responses' (list of strings)")
-            out.setdefault(row["task_id"], []).extend(responses)
+    for lineno, row in iter_jsonl(path, error=TeacherFileError):
+        if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
+            raise TeacherFileError(f"{path}:{lineno}: expected an object with a string task_id")
+        responses = row.get("responses", [row["response"]] if "response" in row else None)
+        if not isinstance(responses, list) or not all(isinstance(r, str) for r in responses):
+            raise TeacherFileError(f"{path}:{lineno}: needs 'response' (string) or 'responses' (list of strings)")
+        out.setdefault(row["task_id"], []).extend(responses)
     return out
 
 
