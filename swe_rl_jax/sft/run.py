@@ -154,14 +154,18 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
                                 lambda: state)
     writer = MetricsWriter(out / "metrics")
     seq = first["tokens"].shape[1]
-    result = train_loop(
-        state, step, lambda p: (jax.device_put(b, b_sh) for b in batches.from_position(p)),
-        LoopConfig(num_steps=num_steps, save_every=config.save_every, progress=config.progress),
-        start_position=position, checkpointer=checkpointer, writer=writer, meta={"config": to_dict(config)},
-        tokens_per_batch=config.batch_size * seq,
-        flops_per_batch=train_flops_per_token(model_config, seq) * config.batch_size * seq,
-    )
-    checkpointer.close()
+    try:
+        result = train_loop(
+            state, step, lambda p: (jax.device_put(b, b_sh) for b in batches.from_position(p)),
+            LoopConfig(num_steps=num_steps, save_every=config.save_every, progress=config.progress),
+            start_position=position, checkpointer=checkpointer, writer=writer, meta={"config": to_dict(config)},
+            tokens_per_batch=config.batch_size * seq,
+            flops_per_batch=train_flops_per_token(model_config, seq) * config.batch_size * seq,
+        )
+    finally:
+        # An open CheckpointManager keeps non-daemon threads alive; a failed step must still let
+        # the process exit (seen: an out-of-memory error left the process hanging).
+        checkpointer.close()
     state = result.state
     summary: dict[str, Any] = {"steps": result.position, "stop_reason": result.reason, "train_examples": n_train,
                                "skipped_steps": result.skipped_steps,
