@@ -9,25 +9,24 @@ kept only when the KL coefficient is non-zero.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 
 from swe_rl_jax.eval.metrics import FORMAT_OK_KINDS
-from swe_rl_jax.models import ModelConfig, hidden_states
+from swe_rl_jax.models import ModelConfig
 from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.advantages import GroupAccumulator, group_advantages
 from swe_rl_jax.rl.config import GRPOConfig
-from swe_rl_jax.rl.objectives import finalize_metrics, make_denominator_fn, make_policy_loss_fn
+from swe_rl_jax.rl.objectives import finalize_metrics
+from swe_rl_jax.rl.policy_update import PolicyUpdater
 from swe_rl_jax.rl.rollout import OverlongMode, build_rollout_batch, overlong_penalty
 from swe_rl_jax.sampling import SampleResult, SamplingParams, generate
-from swe_rl_jax.train import TrainState, batch_shardings, make_train_step, next_token_targets, token_logprobs
+from swe_rl_jax.train import TrainState
 
 Prompt = tuple[Sequence[int], Any]  # (token ids, payload handed back to `score`)
 ScoreFn = Callable[[Sequence[Any], Sequence[SampleResult]], Sequence[tuple[float, dict]]]
@@ -45,39 +44,15 @@ class UpdateConfig:
     overlong_buffer: int = 64  # tokens before max_new_tokens where the soft penalty starts
 
 
-class GRPOTrainer:
+class GRPOTrainer(PolicyUpdater):
     def __init__(self, model_config: ModelConfig, state: TrainState, state_shardings: TrainState,
                  optimizer: optax.GradientTransformation, grpo: GRPOConfig, sampling: SamplingParams,
                  update: UpdateConfig, mesh: jax.sharding.Mesh, rules: Rules, pad_id: int,
                  tokenizer: Any = None, learning_rate: Optional[optax.Schedule] = None):
-        self.cfg, self.grpo, self.update = model_config, grpo, update
-        self.sampling = dataclasses.replace(sampling, n=grpo.group_size)
-        self.mesh, self.rules, self.pad_id, self.tokenizer = mesh, rules, pad_id, tokenizer
-        self.state_shardings, self.optimizer, self.learning_rate = state_shardings, optimizer, learning_rate
-        self.ref_params = jax.tree.map(jnp.copy, state.params) if grpo.kl_coef > 0 else None
-        self._steps: dict[int, Any] = {}
-        self._logp = jax.jit(self._logprobs_of)
-        self._logp_entropy = jax.jit(functools.partial(self._logprobs_of, with_entropy=True))
-        self.shard_batch = functools.partial(batch_shardings, mesh, rules)
-
-    # -- model log-probs at the sampling temperature, aligned with RolloutBatch.loss_mask
-    def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False):
-        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"], remat=self.update.remat)
-        return token_logprobs(self.cfg, params, hidden, next_token_targets(batch["tokens"]),
-                              self.update.loss_chunk, temperature=max(self.sampling.temperature, 1e-6),
-                              with_entropy=with_entropy)
-
-    def _train_step(self, example: dict[str, Any]) -> Any:
-        width = example["tokens"].shape[1]
-        if width not in self._steps:
-            with_entropy = self.grpo.entropy_coef > 0
-            loss_fn = make_policy_loss_fn(lambda p, b: self._logprobs_of(p, b, with_entropy),
-                                          **self.grpo.policy_loss_kwargs())
-            self._steps[width] = make_train_step(
-                loss_fn, self.optimizer, self.state_shardings, self.shard_batch(example),
-                num_micro_batches=self.update.micro_batches,
-                denominator_fn=make_denominator_fn(self.grpo.loss_agg), learning_rate=self.learning_rate)
-        return self._steps[width]
+        super().__init__(model_config, state, state_shardings, optimizer, grpo,
+                         dataclasses.replace(sampling, n=grpo.group_size), update, mesh, rules, pad_id, tokenizer,
+                         learning_rate, keep_reference=grpo.kl_coef > 0)
+        self.grpo = grpo
 
     def sample_groups(self, state: TrainState, position: int, next_prompts: Callable[[int], list[Prompt]],
                       score: ScoreFn) -> tuple[np.ndarray, list[Any], np.ndarray, dict[str, float]]:

@@ -31,17 +31,18 @@ import numpy as np
 import optax
 
 from swe_rl_jax.eval.metrics import FORMAT_OK_KINDS
-from swe_rl_jax.models import ModelConfig, hidden_states
+from swe_rl_jax.models import ModelConfig
 from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.advantages import gae, masked_whiten, ppo_token_rewards
 from swe_rl_jax.rl.config import PPOConfig
 from swe_rl_jax.rl.grpo import Prompt, ScoreFn, UpdateConfig, _component
 from swe_rl_jax.rl.kl import kl_penalty
-from swe_rl_jax.rl.objectives import finalize_metrics, make_denominator_fn, make_policy_loss_fn
+from swe_rl_jax.rl.objectives import finalize_metrics
+from swe_rl_jax.rl.policy_update import PolicyUpdater
 from swe_rl_jax.rl.rollout import build_rollout_batch, overlong_penalty
 from swe_rl_jax.rl.value import Critic
 from swe_rl_jax.sampling import SamplingParams, generate
-from swe_rl_jax.train import TrainState, batch_shardings, make_train_step, next_token_targets, token_logprobs
+from swe_rl_jax.train import TrainState
 
 _SKIP = ("loss", "grad_norm", "denominator", "finite", "lr")
 
@@ -76,7 +77,7 @@ def explained_variance(values: np.ndarray, returns: np.ndarray, mask: np.ndarray
     return float(1.0 - (r - v).var() / var) if var > 1e-8 else 0.0
 
 
-class PPOTrainer:
+class PPOTrainer(PolicyUpdater):
     def __init__(self, model_config: ModelConfig, state: TrainState, state_shardings: TrainState,
                  optimizer: optax.GradientTransformation, critic: Critic, ppo: PPOConfig, sampling: SamplingParams,
                  update: UpdateConfig, mesh: jax.sharding.Mesh, rules: Rules, pad_id: int,
@@ -85,38 +86,13 @@ class PPOTrainer:
         """`optimizer`/`learning_rate`: the actor's (build it with `ppo.actor_lr`); the critic
         carries its own. `sampling.n` responses per prompt (PPO default 1). `advantage_sign` is a
         test hook (−1 flips the advantages fed to the actor)."""
-        self.cfg, self.ppo, self.update, self.critic = model_config, ppo, update, critic
-        self.sampling = sampling
-        self.mesh, self.rules, self.pad_id, self.tokenizer = mesh, rules, pad_id, tokenizer
-        self.state_shardings, self.optimizer, self.learning_rate = state_shardings, optimizer, learning_rate
-        self.advantage_sign = float(advantage_sign)
-        self.kl_controller = ppo.kl_controller()
         self.use_reward_kl = ppo.kl_mode == "reward" and (ppo.kl_coef > 0 or ppo.adaptive_kl)
         self.use_loss_kl = ppo.kl_mode == "loss" and ppo.kl_coef > 0
-        self.ref_params = (jax.tree.map(jnp.copy, state.params)
-                           if self.use_reward_kl or self.use_loss_kl else None)
-        self._steps: dict[int, Any] = {}
-        self._logp = jax.jit(self._logprobs_of)
-        self._logp_entropy = jax.jit(functools.partial(self._logprobs_of, with_entropy=True))
-        self.shard_batch = functools.partial(batch_shardings, mesh, rules)
-
-    def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False):
-        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"], remat=self.update.remat)
-        return token_logprobs(self.cfg, params, hidden, next_token_targets(batch["tokens"]),
-                              self.update.loss_chunk, temperature=max(self.sampling.temperature, 1e-6),
-                              with_entropy=with_entropy)
-
-    def _train_step(self, example: dict[str, Any]) -> Any:
-        width = example["tokens"].shape[1]
-        if width not in self._steps:
-            with_entropy = self.ppo.entropy_coef > 0
-            loss_fn = make_policy_loss_fn(lambda p, b: self._logprobs_of(p, b, with_entropy),
-                                          **self.ppo.policy_loss_kwargs())
-            self._steps[width] = make_train_step(
-                loss_fn, self.optimizer, self.state_shardings, self.shard_batch(example),
-                num_micro_batches=self.update.micro_batches,
-                denominator_fn=make_denominator_fn(self.ppo.loss_agg), learning_rate=self.learning_rate)
-        return self._steps[width]
+        super().__init__(model_config, state, state_shardings, optimizer, ppo, sampling, update, mesh, rules, pad_id,
+                         tokenizer, learning_rate, keep_reference=self.use_reward_kl or self.use_loss_kl)
+        self.ppo, self.critic = ppo, critic
+        self.advantage_sign = float(advantage_sign)
+        self.kl_controller = ppo.kl_controller()
 
     def rollout(self, state: TrainState, critic_state: TrainState, position: int,
                 next_prompts: Callable[[int], list[Prompt]], score: ScoreFn) -> tuple[dict[str, Any], dict[str, Any]]:
