@@ -46,7 +46,7 @@ from typing import Any, Iterator
 import tensorflow_datasets as tfds
 from etils import epath
 
-from swe_rl_jax.data.records import SPLITS, SUBTASKS, RecordFormatError
+from swe_rl_jax.data.records import SPLITS, SUBTASKS, RecordFormatError, iter_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -137,28 +137,21 @@ def iter_records(path: str | Path, subtask: str | None = None, kind: str = "rl")
     `subtask` (if given) must equal every record's `subtask`; `kind="sft"` requires `response`.
     """
     path = Path(path)
-    with path.open(encoding="utf-8", newline="\n") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise RecordError(f"{path}:{lineno}: malformed JSON: {e}") from None
-            if not isinstance(record, dict):
-                raise RecordError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-            for key in TEXT_FIELDS:
-                _check_str(path, lineno, record, key)
-            if record["subtask"] not in SUBTASKS:
-                raise RecordError(f"{path}:{lineno}: unknown subtask {record['subtask']!r}; expected one of {SUBTASKS}")
-            if subtask is not None and record["subtask"] != subtask:
-                raise RecordError(f"{path}:{lineno}: record subtask {record['subtask']!r} in the file for {subtask!r}")
-            _check_messages(path, lineno, record.get("messages"))
-            if "ground_truth" not in record:
-                raise RecordError(f"{path}:{lineno}: missing field 'ground_truth'")
-            if kind == "sft":
-                _check_str(path, lineno, record, "response", allow_empty=True)
-            yield lineno, record
+    for lineno, record in iter_jsonl(path, error=RecordError):
+        if not isinstance(record, dict):
+            raise RecordError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+        for key in TEXT_FIELDS:
+            _check_str(path, lineno, record, key)
+        if record["subtask"] not in SUBTASKS:
+            raise RecordError(f"{path}:{lineno}: unknown subtask {record['subtask']!r}; expected one of {SUBTASKS}")
+        if subtask is not None and record["subtask"] != subtask:
+            raise RecordError(f"{path}:{lineno}: record subtask {record['subtask']!r} in the file for {subtask!r}")
+        _check_messages(path, lineno, record.get("messages"))
+        if "ground_truth" not in record:
+            raise RecordError(f"{path}:{lineno}: missing field 'ground_truth'")
+        if kind == "sft":
+            _check_str(path, lineno, record, "response", allow_empty=True)
+        yield lineno, record
 
 
 def _to_json(value: Any) -> str:
