@@ -11,7 +11,7 @@ from swe_rl_jax.data.builder import BuildStats, iter_tasks
 from swe_rl_jax.data.options import BuildOptions
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import RepoLocator, load_instances
-from swe_rl_jax.eval.agentless import (AgentlessOptions, Candidate, lexical_file_ranking, load_inference_instances,
+from swe_rl_jax.eval.agentless import (AgentlessOptions, Candidate, lexical_file_ranking,
                                        make_candidate, resolve_all, select_patch)
 
 INSTANCES = SAMPLE_DIR / "instances.jsonl"
@@ -124,7 +124,7 @@ def _git(repo, *args, input=None):
 
 def test_scripted_pipeline_applies_filters_and_votes(sample, tmp_path):
     repos, records = sample
-    instances = load_inference_instances(INSTANCES)
+    instances = load_instances(INSTANCES, require_patch=False)
     by_issue = {i.problem_statement: i.instance_id for i in instances}
     respond, calls = scripted_policy(records, by_issue)
     out = tmp_path / "preds.jsonl"

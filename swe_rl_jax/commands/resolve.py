@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from swe_rl_jax.config import load_config, require
-from swe_rl_jax.eval.agentless import AgentlessOptions, Messages, load_inference_instances, resolve_all
+from swe_rl_jax.data.sources import load_instances
+from swe_rl_jax.eval.agentless import AgentlessOptions, Messages, resolve_all
 from swe_rl_jax.parallel import MeshConfig
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.sampling import SamplingParams
@@ -112,7 +113,7 @@ def run_resolve(config: ResolveConfig, respond: Optional[Any] = None) -> dict[st
     """Runs the pipeline with `respond` (default: the configured model on the JAX sampler)."""
     from swe_rl_jax.data.sources import RepoLocator
 
-    instances = load_inference_instances(config.instances)
+    instances = load_instances(config.instances, require_patch=False)
     if config.instance_ids:
         wanted = set(config.instance_ids)
         instances = [i for i in instances if i.instance_id in wanted]

@@ -91,22 +91,31 @@ def instance_from_dict(data: Any, where: str) -> Instance:
     )
 
 
-def load_instances(path: str | Path) -> list[Instance]:
-    """Reads a JSON array or a JSONL file of SWE-bench instances, in file order."""
+def load_instances(path: str | Path, require_patch: bool = True) -> list[Instance]:
+    """Reads a JSON array or a JSONL file of SWE-bench instances, in file order.
+
+    `require_patch=False` is for inference (`resolve`): a missing or null `patch` reads as "".
+    """
     path = Path(path)
+
+    def parse(item: Any, where: str) -> Instance:
+        if not require_patch and isinstance(item, dict):
+            item = {**item, "patch": item.get("patch") or ""}
+        return instance_from_dict(item, where)
+
     if not path.is_file():
         raise InputError(f"instances file not found: {path}")
     with path.open("rb") as f:
         is_array = f.read(1024).lstrip().startswith(b"[")
     if not is_array:
-        return [instance_from_dict(item, f"{path}:{lineno}") for lineno, item in iter_jsonl(path, InputError)]
+        return [parse(item, f"{path}:{lineno}") for lineno, item in iter_jsonl(path, InputError)]
     try:
         items = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{e.lineno}: malformed JSON array: {e.msg}") from None
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text: {e}") from None
-    return [instance_from_dict(item, f"{path}[{i}]") for i, item in enumerate(items)]
+    return [parse(item, f"{path}[{i}]") for i, item in enumerate(items)]
 
 
 class RepoLocator:

@@ -58,10 +58,8 @@ from swe_rl_jax.data import prompts
 from swe_rl_jax.data.options import make_token_counter
 from swe_rl_jax.data.patches import split_lines
 from swe_rl_jax.data.pysource import Item, SourceSyntaxError, outline, parse_source
-from swe_rl_jax.data.records import iter_jsonl
 from swe_rl_jax.data.skeleton import SourceFilter, budgeted_tree, file_skeleton
-from swe_rl_jax.data.sources import (GitError, GitRepo, InputError, Instance, RepoLocator, Snapshot,
-                                     instance_from_dict)
+from swe_rl_jax.data.sources import GitError, GitRepo, Instance, RepoLocator, Snapshot
 from swe_rl_jax.data.windows import relevant_ranges, render_ranges
 from swe_rl_jax.rewards import (FormatError, after_think, apply_search_replace, git_diff, normalized_patch,
                                 parse_file_list, parse_function_locations, parse_line_locations,
@@ -133,28 +131,6 @@ class Resolution:
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def load_inference_instances(path: str | Path) -> list[Instance]:
-    """SWE-bench instances (JSONL or a JSON array) for inference: `patch` is optional (never read)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"instances file not found: {path}")
-    with path.open("rb") as f:
-        is_array = f.read(1024).lstrip().startswith(b"[")
-    if is_array:
-        try:
-            items = [(f"{path}[{i}]", v) for i, v in enumerate(json.loads(path.read_text(encoding="utf-8")))]
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(f"{path}: malformed JSON array: {e}") from None
-    else:
-        items = [(f"{path}:{n}", v) for n, v in iter_jsonl(path, InputError)]
-    out = []
-    for where, data in items:
-        if isinstance(data, dict):
-            data = {**data, "patch": data.get("patch") or ""}
-        out.append(instance_from_dict(data, where))
-    return out
 
 
 def issue_words(text: str) -> set[str]:
