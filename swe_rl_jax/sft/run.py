@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from swe_rl_jax.checkpoints import save_hf
@@ -23,7 +22,7 @@ from swe_rl_jax.data.records import SUBTASKS, read_records, records_file
 from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.rules import MeshSharding
-from swe_rl_jax.policy import ModelSource, load_policy, tokenizer_source
+from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.train import (Checkpointer, LoopConfig, MetricsWriter, OptimizerConfig, abstract_train_state,
                               batch_shardings, create_train_state, from_seqio, learning_rate_schedule,
@@ -137,7 +136,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     num_steps = config.num_steps or max(1, math.ceil(config.epochs * n_train / config.batch_size))
     opt_config = dataclasses.replace(config.optimizer, total_steps=num_steps)
     optimizer = make_optimizer(opt_config)
-    param_dtype = jnp.bfloat16 if config.model.param_dtype == "bfloat16" else jnp.float32
+    param_dtype = jnp_dtype(config.model.param_dtype)
     state, state_sh = create_train_state(model_config, optimizer, mesh, rules, jax.random.PRNGKey(config.seed),
                                          params=params, param_dtype=param_dtype)
     del params
