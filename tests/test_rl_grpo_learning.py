@@ -15,14 +15,23 @@ CONFIG = model_config_from_dict(dict(family="llama", vocab_size=16, hidden_size=
                                      num_layers=1, num_heads=2, num_kv_heads=1, rope_theta=10000.0))
 
 
-def run(sign: float, steps: int = 14, kl_coef: float = 0.0, dynamic: bool = False):
+def make_trainer(steps: int, kl_coef: float = 0.0, dynamic: bool = False):
     mesh, rules = make_mesh(MeshConfig()), get_rules("fsdp")
     optimizer = make_optimizer(OptimizerConfig(lr=3e-2, total_steps=steps, schedule="constant", clip_norm=1.0))
     state, shardings = create_train_state(CONFIG, optimizer, mesh, rules, jax.random.PRNGKey(0))
-    grpo = GRPOConfig(group_size=8, kl_coef=kl_coef, loss_agg="token-mean", dynamic_sampling=dynamic)
+    grpo = GRPOConfig(group_size=8, kl_coef=kl_coef, loss_agg="token-mean", dynamic_sampling=dynamic,
+                      max_refills=1)
     trainer = GRPOTrainer(CONFIG, state, shardings, optimizer, grpo,
                           SamplingParams(max_new_tokens=8, temperature=1.0, eos_ids=()),
                           UpdateConfig(prompts_per_step=4, overlong="none"), mesh, rules, pad_id=0)
+    return trainer, state
+
+
+PROMPTS = lambda k: [([1, 2, 3, 4], None)] * k  # noqa: E731
+
+
+def run(sign: float, steps: int = 14, kl_coef: float = 0.0, dynamic: bool = False):
+    trainer, state = make_trainer(steps, kl_coef, dynamic)
     true_rewards, history = [], []
 
     def score(payloads, results):
@@ -33,10 +42,9 @@ def run(sign: float, steps: int = 14, kl_coef: float = 0.0, dynamic: bool = Fals
             out.append((sign * frac, {"kind": "ok"}))
         return out
 
-    prompts = lambda k: [([1, 2, 3, 4], None)] * k  # noqa: E731
     for position in range(steps):
         before = len(true_rewards)
-        state, metrics = trainer.step(state, position, prompts, score)
+        state, metrics = trainer.step(state, position, PROMPTS, score)
         history.append((float(np.mean(true_rewards[before:])), metrics))
     return history
 
@@ -65,3 +73,14 @@ def test_flipped_advantage_does_not_learn(learned):
     last = np.mean([r for r, _ in flipped[-3:]])
     assert last <= first + 0.02, (first, last)
     assert last < np.mean([r for r, _ in learned[-3:]]) - 0.25
+
+
+def test_all_equal_groups_leave_the_state_unchanged():
+    """Dynamic sampling with a constant reward: every group (and the refill) is dropped, so the
+    step runs no update at all: same params bit for bit, optimizer step count unchanged."""
+    trainer, state = make_trainer(steps=1, dynamic=True)
+    before = jax.tree.map(np.asarray, state.params)
+    state, metrics = trainer.step(state, 0, PROMPTS, lambda payloads, results: [(0.5, {"kind": "ok"})] * len(results))
+    assert metrics["groups_dropped"] == metrics["groups_sampled"] == 8  # 4 + a refill of 4
+    assert metrics["grad_norm"] == 0.0 and int(state.step) == 0
+    jax.tree.map(np.testing.assert_array_equal, jax.tree.map(np.asarray, state.params), before)

@@ -286,6 +286,10 @@ def test_policy_loss_plugs_into_the_train_step_with_micro_batches():
 
     mesh, rules = make_mesh(MeshConfig()), get_rules("fsdp")
     batch, params = _toy_batch(seed=1)
+    # Sampler log-probs off by a known amount: the step reports |logp_old - logp_sampler|.
+    batch["logp_sampler"] = batch["logp_old"] + np.linspace(-0.5, 0.2, batch["logp_old"].size,
+                                                            dtype=np.float32).reshape(batch["logp_old"].shape)
+    gap = np.abs(batch["logp_old"] - batch["logp_sampler"])[batch["loss_mask"] > 0]
     cfg = GRPOConfig(loss_agg="seq-mean-token-mean")
     sgd = optax.sgd(1.0)
     rep = NamedSharding(mesh, PartitionSpec())
@@ -305,6 +309,29 @@ def test_policy_loss_plugs_into_the_train_step_with_micro_batches():
     np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-6)
     m = finalize_metrics({k: v for k, v in results[1][2].items() if k not in ("loss", "grad_norm", "finite")})
     assert 0.0 <= m["clip_frac_high"] <= 1.0 and m["num_tokens"] == 17.0
+    # Micro-batch accumulation sums the mismatch but keeps the max a max (train.step.merge_aux).
+    for _, _, metrics in results:
+        m = finalize_metrics({k: float(v) for k, v in metrics.items()})
+        np.testing.assert_allclose(m["logp_mismatch_mean"], gap.mean(), rtol=1e-5)
+        np.testing.assert_allclose(m["logp_mismatch_max"], gap.max(), rtol=1e-6)
+
+
+def test_on_policy_loss_without_logp_old_equals_recomputed_behaviour_logprobs():
+    """No `logp_old` in the batch: the forward pass itself is the behaviour policy (ratio 1),
+    the same loss and gradient as passing logp_old = logp(params) computed separately."""
+    batch, params = _toy_batch(seed=2)
+    kw = GRPOConfig(loss_agg="token-mean", kl_coef=0.0).policy_loss_kwargs()
+    loss_fn = jax.value_and_grad(make_policy_loss_fn(_toy_logprob_fn, **kw), has_aux=True)
+    recomputed = {**batch, "logp_old": np.asarray(_toy_logprob_fn(params, batch)[0])}
+    on_policy = {k: v for k, v in batch.items() if k != "logp_old"}
+    (num_a, aux_a), g_a = loss_fn(params, recomputed)
+    (num_b, aux_b), g_b = loss_fn(params, on_policy)
+    np.testing.assert_allclose(float(num_a), float(num_b), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(g_a["w"]), np.asarray(g_b["w"]), rtol=1e-5, atol=1e-7)
+    assert float(aux_b["ratio_sum"]) == float(aux_b["num_tokens"])  # every ratio is exactly 1
+    # ...and differs from the off-policy loss with the batch's own (other) logp_old.
+    (num_c, _), _ = loss_fn(params, batch)
+    assert abs(float(num_c) - float(num_b)) > 1e-3
 
 
 # ------------------------------------------------------------------ value loss

@@ -26,7 +26,7 @@ from swe_rl_jax.rl.objectives import finalize_metrics
 from swe_rl_jax.rl.policy_update import PolicyUpdater
 from swe_rl_jax.rl.rollout import OverlongMode, build_rollout_batch, overlong_penalty
 from swe_rl_jax.sampling import SampleResult, SamplingParams, generate
-from swe_rl_jax.train import TrainState
+from swe_rl_jax.train import TrainState, merge_aux
 
 Prompt = tuple[Sequence[int], Any]  # (token ids, payload handed back to `score`)
 ScoreFn = Callable[[Sequence[Any], Sequence[SampleResult]], Sequence[tuple[float, dict]]]
@@ -94,39 +94,16 @@ class GRPOTrainer(PolicyUpdater):
         if self.grpo.dynamic_sampling:  # filler groups (refills ran out) train on nothing
             rollout.loss_mask *= np.repeat(informative, g)[:, None].astype(np.float32)
         batch = {**rollout.arrays(), "advantages": adv.advantages.reshape(-1).astype(np.float32)}
-        device_batch = jax.device_put(batch, self.shard_batch(batch))
-        logp_old, entropy = self._logp_entropy(state.params, device_batch)
-        batch["logp_old"] = np.asarray(logp_old)
-        if self.ref_params is not None:
-            batch["logp_ref"] = np.asarray(self._logp(self.ref_params, device_batch)[0])
-        del device_batch
-        mask = batch["loss_mask"] > 0
-        diff = np.abs(batch["logp_old"] - batch["logp_sampler"])[mask]
-        policy_entropy = np.asarray(entropy)[mask]
-
-        aux_sums: dict[str, float] = {}
-        losses = []
-        rows = np.arange(len(results))
-        for epoch in range(self.update.ppo_epochs):
-            order = np.random.default_rng([position, epoch]).permutation(rows) if self.update.minibatches > 1 else rows
-            for mb in np.array_split(order, self.update.minibatches):
-                sub = {k: v[mb] for k, v in batch.items()}  # sliced on the host, placed per the step
-                state, m = self._train_step(sub)(state, jax.device_put(sub, self.shard_batch(sub)))
-                m = jax.device_get(m)
-                losses.append(float(m["loss"]))
-                for k, v in m.items():
-                    if k not in ("loss", "grad_norm", "denominator", "finite", "lr"):
-                        aux_sums[k] = aux_sums.get(k, 0.0) + float(v)
-        metrics = {**finalize_metrics(aux_sums), **counts,
-                   "loss": float(np.mean(losses)), "grad_norm": float(m["grad_norm"]),
-                   "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
+        metrics = {**counts, "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
                    "response_length": float(rollout.response_lengths.mean()),
-                   "truncated_frac": float(rollout.truncated.mean()),
-                   "logp_mismatch_mean": float(diff.mean()) if diff.size else 0.0,
-                   "logp_mismatch_max": float(diff.max()) if diff.size else 0.0,
-                   "entropy": float(policy_entropy.mean()) if policy_entropy.size else 0.0}
-        if "lr" in m:
-            metrics["lr"] = float(m["lr"])
+                   "truncated_frac": float(rollout.truncated.mean())}
+        if self.grpo.dynamic_sampling and not informative.any():
+            # Every group had equal rewards: zero advantages everywhere, nothing to learn, so
+            # neither a forward pass nor an optimizer step (the state is unchanged).
+            metrics.update(loss=0.0, grad_norm=0.0)
+        else:
+            state, update_metrics = self._update(state, position, batch)
+            metrics.update(update_metrics)
         infos = [info for item in items for info in item[2]]
         metrics["format_error_rate"] = float(np.mean([info.get("kind") not in FORMAT_OK_KINDS for info in infos]))
         components: dict[str, list[float]] = {}
@@ -134,6 +111,40 @@ class GRPOTrainer(PolicyUpdater):
             components.setdefault(_component(item[0][1]), []).extend(row.tolist())
         for name, values in components.items():
             metrics[f"reward/{name}"] = float(np.mean(values))
+        return state, metrics
+
+    def _update(self, state: TrainState, position: int, batch: dict[str, np.ndarray]) -> tuple[TrainState, dict[str, float]]:
+        """PPO epochs × minibatches of optimizer steps on one rollout batch. With a single step
+        the update is on-policy and its own forward pass is the behaviour policy (no `logp_old`
+        pass); otherwise `logp_old` is recomputed once with the sampling params."""
+        on_policy = self.update.ppo_epochs == 1 and self.update.minibatches == 1
+        if not on_policy or self.ref_params is not None:
+            device_batch = jax.device_put(batch, self.shard_batch(batch))
+            if not on_policy:
+                logp_old, entropy = self._logp_entropy(state.params, device_batch)
+                batch["logp_old"] = np.asarray(logp_old)
+                mask = batch["loss_mask"] > 0
+                entropy_mean = float(np.asarray(entropy)[mask].mean()) if mask.any() else 0.0
+            if self.ref_params is not None:
+                batch["logp_ref"] = np.asarray(self._logp(self.ref_params, device_batch)[0])
+            del device_batch
+        aux: dict[str, Any] = {}
+        losses = []
+        rows = np.arange(batch["tokens"].shape[0])
+        for epoch in range(self.update.ppo_epochs):
+            order = np.random.default_rng([position, epoch]).permutation(rows) if self.update.minibatches > 1 else rows
+            for mb in np.array_split(order, self.update.minibatches):
+                sub = {k: v[mb] for k, v in batch.items()}  # sliced on the host, placed per the step
+                state, m = self._train_step(sub)(state, jax.device_put(sub, self.shard_batch(sub)))
+                m = jax.device_get(m)
+                losses.append(float(m["loss"]))
+                aux = merge_aux(aux, {k: float(v) for k, v in m.items()
+                                      if k not in ("loss", "grad_norm", "denominator", "finite", "lr")})
+        metrics = {**finalize_metrics(aux), "loss": float(np.mean(losses)), "grad_norm": float(m["grad_norm"])}
+        if not on_policy:  # the entropy of the sampling policy, not of a later minibatch's
+            metrics["entropy"] = entropy_mean
+        if "lr" in m:
+            metrics["lr"] = float(m["lr"])
         return state, metrics
 
 

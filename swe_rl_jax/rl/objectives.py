@@ -119,7 +119,9 @@ def policy_loss_sum(
     aux (all sums over valid tokens, so micro-batches add up; see `finalize_metrics`):
     num_tokens, num_seqs, pg_loss_sum, ratio_sum, approx_kl_sum (k3 estimate of
     KL(π_old‖π)), clip_low_tokens, clip_high_tokens, and when applicable dual_clip_tokens,
-    kl_sum (to the reference, `kl_estimator`), entropy_sum, tis_weight_sum, tis_capped_tokens.
+    kl_sum (to the reference, `kl_estimator`), entropy_sum, tis_weight_sum, tis_capped_tokens,
+    logp_mismatch_sum (|logp_old − logp_sampler|) and logp_mismatch_max (a max: merge with
+    `train.step.merge_aux`).
     """
     _check_agg(loss_agg)
     if kl_coef != 0.0 and logp_ref is None:
@@ -163,6 +165,10 @@ def policy_loss_sum(
         aux["kl_sum"] = jax.lax.stop_gradient(jnp.sum(kl * m))
         if kl_coef != 0.0:
             per_token = per_token + kl_coef * kl
+    if logp_sampler is not None:
+        gap = jnp.where(valid, jnp.abs(old - jnp.asarray(logp_sampler, jnp.float32)), 0.0)
+        aux["logp_mismatch_sum"] = jnp.sum(gap * m)
+        aux["logp_mismatch_max"] = jnp.max(gap)
     if entropy is not None:
         ent = jnp.asarray(entropy, jnp.float32)
         aux["entropy_sum"] = jax.lax.stop_gradient(jnp.sum(jnp.where(valid, ent, 0.0)))
@@ -261,7 +267,8 @@ def make_policy_loss_fn(logprob_fn: LogprobFn, **policy_kwargs: Any) -> Callable
 
     logprob_fn(params, micro_batch) -> (logp [B, T], entropy [B, T] or None), e.g. the model's
     hidden states through `train.losses.token_logprobs` (use the sampling temperature).
-    Micro-batch keys: `loss_mask`, `logp_old`, `advantages` ([B, T] or [B]); `logp_ref` and
+    Micro-batch keys: `loss_mask`, `advantages` ([B, T] or [B]), `logp_old` (absent: on-policy,
+    ρ = 1 with the gradient of logp); `logp_ref` and
     `logp_sampler` when the options need them. policy_kwargs: those of `policy_loss_sum`
     (e.g. `**grpo_config.policy_loss_kwargs()`). Pair with
     `make_denominator_fn(policy_kwargs["loss_agg"])`.
@@ -271,8 +278,10 @@ def make_policy_loss_fn(logprob_fn: LogprobFn, **policy_kwargs: Any) -> Callable
 
     def loss_fn(params: Any, batch: Batch) -> tuple[Array, Aux]:
         logp, entropy = logprob_fn(params, batch)
+        # No logp_old: an on-policy update (the params that sampled, one optimizer step), whose
+        # behaviour log-probs are this very forward pass; saves a separate forward.
         return policy_loss_sum(
-            logp, batch["logp_old"], batch["advantages"], batch["loss_mask"],
+            logp, batch.get("logp_old", logp), batch["advantages"], batch["loss_mask"],
             logp_ref=batch.get("logp_ref"), logp_sampler=batch.get("logp_sampler"), entropy=entropy,
             **policy_kwargs,
         )
@@ -302,7 +311,7 @@ _TOKEN_MEANS = {
     "dual_clip_tokens": "dual_clip_frac", "kl_sum": "kl", "entropy_sum": "entropy",
     "tis_weight_sum": "tis_weight_mean", "tis_capped_tokens": "tis_capped_frac",
     "vf_loss_sum": "vf_loss", "vf_clip_tokens": "vf_clip_frac", "value_sum": "value_mean",
-    "return_sum": "return_mean",
+    "return_sum": "return_mean", "logp_mismatch_sum": "logp_mismatch_mean",
 }
 
 

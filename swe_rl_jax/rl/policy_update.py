@@ -41,13 +41,15 @@ class PolicyUpdater:
                               with_entropy=with_entropy)
 
     def _train_step(self, example: dict[str, Any]) -> Any:
-        width = example["tokens"].shape[1]
-        if width not in self._steps:
-            with_entropy = self.objective.entropy_coef > 0
+        """The update step for this rollout width; without `logp_old` in the batch it is the
+        on-policy step, whose own forward pass also reports the entropy."""
+        with_entropy = self.objective.entropy_coef > 0 or "logp_old" not in example
+        key = (example["tokens"].shape[1], with_entropy)
+        if key not in self._steps:
             loss_fn = make_policy_loss_fn(lambda p, b: self._logprobs_of(p, b, with_entropy),
                                           **self.objective.policy_loss_kwargs())
-            self._steps[width] = make_train_step(
+            self._steps[key] = make_train_step(
                 loss_fn, self.optimizer, self.state_shardings, self.shard_batch(example),
                 num_micro_batches=self.update.micro_batches,
                 denominator_fn=make_denominator_fn(self.objective.loss_agg), learning_rate=self.learning_rate)
-        return self._steps[width]
+        return self._steps[key]

@@ -42,7 +42,7 @@ from swe_rl_jax.rl.policy_update import PolicyUpdater
 from swe_rl_jax.rl.rollout import build_rollout_batch, overlong_penalty
 from swe_rl_jax.rl.value import Critic
 from swe_rl_jax.sampling import SamplingParams, generate
-from swe_rl_jax.train import TrainState
+from swe_rl_jax.train import TrainState, merge_aux
 
 _SKIP = ("loss", "grad_norm", "denominator", "finite", "lr")
 
@@ -132,8 +132,6 @@ class PPOTrainer(PolicyUpdater):
         device_batch, info = self.rollout(state, critic_state, position, next_prompts, score)
         rollout, rewards = info["rollout"], info["rewards"]
         mask_np = np.asarray(rollout.loss_mask) > 0
-        logp_old = np.asarray(device_batch["logp_old"])
-        diff = np.abs(logp_old - rollout.logp_sampler)[mask_np]
         policy_entropy = np.asarray(info["entropy"])[mask_np]
         values_old, returns = np.asarray(device_batch["values_old"]), np.asarray(device_batch["returns"])
 
@@ -149,15 +147,11 @@ class PPOTrainer(PolicyUpdater):
                 critic_state, cm = self.critic.update(critic_state, state.params, sub)
                 cm = jax.device_get(cm)
                 critic_losses.append(float(cm["loss"]))
-                for k, v in cm.items():
-                    if k not in _SKIP:
-                        critic_aux[k] = critic_aux.get(k, 0.0) + float(v)
+                critic_aux = merge_aux(critic_aux, {k: float(v) for k, v in cm.items() if k not in _SKIP})
                 state, m = self._train_step(sub)(state, sub)
                 m = jax.device_get(m)
                 losses.append(float(m["loss"]))
-                for k, v in m.items():
-                    if k not in _SKIP:
-                        actor_aux[k] = actor_aux.get(k, 0.0) + float(v)
+                actor_aux = merge_aux(actor_aux, {k: float(v) for k, v in m.items() if k not in _SKIP})
 
         # Per-sequence KL to the reference at rollout time (the adaptive controller's input).
         kl_tok = np.asarray(info["kl"]) if self.use_reward_kl else None
@@ -173,8 +167,6 @@ class PPOTrainer(PolicyUpdater):
             "advantage_raw_mean": float(np.asarray(info["advantages_raw"])[mask_np].mean()) if mask_np.any() else 0.0,
             "response_length": float(rollout.response_lengths.mean()),
             "truncated_frac": float(rollout.truncated.mean()),
-            "logp_mismatch_mean": float(diff.mean()) if diff.size else 0.0,
-            "logp_mismatch_max": float(diff.max()) if diff.size else 0.0,
             "entropy": float(policy_entropy.mean()) if policy_entropy.size else 0.0,
         }
         if "lr" in m:

@@ -13,7 +13,7 @@ from swe_rl_jax.train.loop import LoopConfig, LoopResult, resume, train_loop
 from swe_rl_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device, train_flops_per_token
 from swe_rl_jax.train.optimizer import OptimizerConfig, decay_mask, learning_rate_schedule, make_optimizer
 from swe_rl_jax.train.state import TrainState, abstract_train_state, create_train_state, state_shardings
-from swe_rl_jax.train.step import TrainStep, batch_shardings, make_train_step
+from swe_rl_jax.train.step import TrainStep, batch_shardings, make_train_step, merge_aux
 
 __all__ = [
     "Checkpointer", "PreemptionFlag",
@@ -22,5 +22,5 @@ __all__ = [
     "MetricsWriter", "mfu", "peak_flops_per_device", "train_flops_per_token",
     "OptimizerConfig", "decay_mask", "learning_rate_schedule", "make_optimizer",
     "TrainState", "abstract_train_state", "create_train_state", "state_shardings",
-    "TrainStep", "batch_shardings", "make_train_step",
+    "TrainStep", "batch_shardings", "make_train_step", "merge_aux",
 ]

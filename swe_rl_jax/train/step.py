@@ -57,6 +57,13 @@ def _split(batch: Batch, k: int, shardings: dict[str, NamedSharding]) -> Batch:
     return {key: split(key, x) for key, x in batch.items()}
 
 
+def merge_aux(total: dict[str, Any], new: dict[str, Any], maximum: Callable[[Any, Any], Any] = max) -> dict[str, Any]:
+    """Accumulates aux metrics over micro-batches or minibatches: sums, except keys ending in
+    `_max`, which keep the maximum. Keys missing from `total` start from `new`."""
+    return {k: (maximum(total[k], v) if k.endswith("_max") else total[k] + v) if k in total else v
+            for k, v in new.items()}
+
+
 def make_train_step(
     loss_fn: LossFn,
     optimizer: optax.GradientTransformation,
@@ -70,7 +77,8 @@ def make_train_step(
     """`step(state, batch) -> (state, metrics)`, compiled once; `state` is donated.
 
     metrics: loss (sum / denominator), grad_norm (before clipping), denominator, finite (1/0),
-    lr (when `learning_rate` is given, the rate this update used), and the summed `aux` entries.
+    lr (when `learning_rate` is given, the rate this update used), and the `aux` entries merged
+    over micro-batches (`merge_aux`: summed, `*_max` maxed).
     """
     k = num_micro_batches
     if k < 1:
@@ -84,7 +92,8 @@ def make_train_step(
         else:
             def accumulate(carry: Any, micro: Batch) -> tuple[Any, None]:
                 (l, a), g = grad_fn(state.params, micro)
-                return jax.tree.map(jnp.add, carry, (l, a, g)), None
+                cl, ca, cg = carry
+                return (cl + l, merge_aux(ca, a, jnp.maximum), jax.tree.map(jnp.add, cg, g)), None
 
             micro = _split(batch, k, batch_shardings)
             shapes = jax.eval_shape(grad_fn, state.params, jax.tree.map(lambda x: x[0], micro))
