@@ -13,30 +13,32 @@ from swe_rl_jax.rewards import score_task
 from swe_rl_jax.scoring import reward_task
 
 
-def test_eval_cli_writes_consistent_report(tmp_path, tiny_llama, capsys):
+@pytest.mark.parametrize("n", [1, 3])  # greedy; 3 samples per record at temperature 1
+def test_eval_cli_writes_consistent_report(tmp_path, tiny_llama, capsys, n):
     records_dir, out = tmp_path / "records", tmp_path / "eval"
     assert cli(["build-data", "--sample", "--out", str(records_dir)]) == 0
     capsys.readouterr()
     rc = cli(["eval", f"records_dir={records_dir}", f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
-              "split=train", "max_examples=1", "sampling.max_new_tokens=8", f"out_dir={out}", "batch_size=16"])
+              "split=train", "max_examples=1", "sampling.max_new_tokens=8", f"out_dir={out}", "batch_size=16",
+              f"sampling.n={n}", f"sampling.temperature={0.0 if n == 1 else 1.0}"])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "subtask/file_localization" in printed and "swe_rl_reward" in printed and "fbeta" in printed
 
     report = json.loads((out / "eval.json").read_text())
     assert set(report) >= {"config", "num_records", "summary", "records"}
-    assert report["config"]["sampling"]["temperature"] == 0.0 and report["config"]["sampling"]["n"] == 1
+    assert report["config"]["sampling"]["n"] == report["samples_per_record"] == n
     rows = report["records"]
-    assert report["num_records"] == len(rows) == len(SUBTASKS)
+    assert report["num_records"] * n == len(rows) == len(SUBTASKS) * n
     assert all(set(r) == {"task_id", "subtask", "instance_id", "repo", "outcome", "response"} for r in rows)
-    assert [r["subtask"] for r in rows] == list(SUBTASKS)
+    assert [r["subtask"] for r in rows] == [s for s in SUBTASKS for _ in range(n)]
 
     # The records are the first one of each train file, in file order.
     records = {}
     for s in SUBTASKS:
         for rec in list(read_records(records_file(records_dir, "train", s)))[:1]:
             records[rec.task_id] = rec
-    assert [r["task_id"] for r in rows] == list(records)
+    assert [r["task_id"] for r in rows] == [t for t in records for _ in range(n)]
 
     # Outcomes equal a rescoring of the saved responses; the summary equals their aggregation.
     outcomes = []
@@ -53,13 +55,13 @@ def test_eval_cli_writes_consistent_report(tmp_path, tiny_llama, capsys):
     for sub in SUBTASKS:
         mine = [r["outcome"] for r in rows if r["subtask"] == sub]
         row = s[f"subtask/{sub}"]
-        n = len(mine)
-        assert row["n"] == n == 1
-        assert row["format_correct"] == pytest.approx(sum(o["format_ok"] for o in mine) / n)
-        assert row["hit"] == pytest.approx(sum(o["hit"] for o in mine) / n)
-        assert row["precision"] == pytest.approx(sum(o["precision"] for o in mine) / n)
-        assert row["recall"] == pytest.approx(sum(o["recall"] for o in mine) / n)
-        assert row["mean_reward"] == pytest.approx(sum(o["score"] for o in mine) / n)
+        k = len(mine)
+        assert row["n"] == k == n
+        assert row["format_correct"] == pytest.approx(sum(o["format_ok"] for o in mine) / k)
+        assert row["hit"] == pytest.approx(sum(o["hit"] for o in mine) / k)
+        assert row["precision"] == pytest.approx(sum(o["precision"] for o in mine) / k)
+        assert row["recall"] == pytest.approx(sum(o["recall"] for o in mine) / k)
+        assert row["mean_reward"] == pytest.approx(sum(o["score"] for o in mine) / k)
         assert ("fbeta" in row) == (sub.endswith("_localization"))
         assert ("applied" in row) == (sub in ("edit_generation", "swe_rl"))
     assert s["subtask/swe_rl"]["swe_rl_reward"] == s["subtask/swe_rl"]["mean_reward"]
@@ -88,7 +90,7 @@ def test_eval_summary_extra_means_and_table():
 
 def test_eval_config_validation():
     with pytest.raises(ConfigError, match="sampling.n"):
-        load_config(EvalConfig, None, ["records_dir=x", "sampling.n=4"])
+        load_config(EvalConfig, None, ["records_dir=x", "sampling.n=4", "sampling.temperature=0"])
     with pytest.raises(ConfigError, match="records_dir"):  # required, checked when the run starts
         load_eval_records(load_config(EvalConfig, None, []))
     with pytest.raises(ConfigError, match="split"):

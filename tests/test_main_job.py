@@ -29,7 +29,10 @@ def test_main_job_tiny_end_to_end(tmp_path, tiny_llama):
     for stage in ("base", "sft", "sft_rl"):
         ev = json.loads((out / f"eval_{stage}" / "eval.json").read_text())
         assert ev["num_records"] == 3  # one per localization subtask
-    assert len((out / "rl" / "metrics" / "metrics.jsonl").read_text().splitlines()) == 2
+    rl_metrics = [json.loads(line) for line in (out / "rl" / "metrics" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in rl_metrics] == [0, 1, 2]  # held-out eval before step 1, then each step
+    assert "heldout/mean_reward" in rl_metrics[0] and "heldout/mean_reward" in rl_metrics[-1]
+    assert results["rl"]["heldout_last"]["heldout/mean_reward"] == rl_metrics[-1]["heldout/mean_reward"]
     assert "| sft_rl |" in (out / "results.md").read_text()
     png = (out / "curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000

@@ -30,14 +30,27 @@ def _metrics(out):
     return [json.loads(l) for l in (out / "metrics" / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_resumed_run_continues_identically(setup):
+def test_resumed_run_continues_identically(setup, capsys):
     root = setup
     straight, resumed = root / "straight", root / "resumed"
-    assert cli(_args(root, straight)) == 0
+    # The straight run also evaluates the held-out split (before step 1, at step 2 and 4); the
+    # resumed one does not: equal training metrics show the evaluation leaves the run unchanged.
+    assert cli(_args(root, straight, "heldout.every=2", "heldout.samples=2")) == 0
     assert cli(_args(root, resumed, "stop_after_steps=2")) == 0  # stops after a checkpoint at step 2
     assert not (resumed / "hf").exists() and [m["step"] for m in _metrics(resumed)] == [1, 2]
+    capsys.readouterr()
+    # A changed setting that alters the computation is refused rather than spliced onto the run.
+    assert cli(_args(root, resumed, "optimizer.lr=0.02")) == 2
+    assert "optimizer.lr: 0.01 -> 0.02" in capsys.readouterr().err
     assert cli(_args(root, resumed)) == 0  # picks up at step 3
     a, b = _metrics(straight), _metrics(resumed)
+    heldout = [m for m in a if "heldout/mean_reward" in m]
+    assert [m["step"] for m in heldout] == [0, 2, 4]
+    assert all(0.0 <= m["heldout/mean_reward"] <= 1.0 and 0.0 <= m["heldout/format_correct"] <= 1.0 for m in heldout)
+    summary = json.loads((straight / "summary.json").read_text())
+    assert summary["heldout_first"]["heldout/mean_reward"] == heldout[0]["heldout/mean_reward"]
+    assert summary["heldout_last"]["heldout/mean_reward"] == heldout[-1]["heldout/mean_reward"]
+    a = [{k: v for k, v in m.items() if not k.startswith("heldout/")} for m in a if m["step"] > 0]
     assert [m["step"] for m in a] == [m["step"] for m in b] == [1, 2, 3, 4]
     for ma, mb in zip(a, b):  # same prompts, same samples, same updates: bitwise on CPU
         assert ma == mb

@@ -170,3 +170,21 @@ def test_checkpoint_restores_onto_a_different_mesh():
         assert out[name]["meta"] == {"position": 7}
         assert out[name]["equal"] and out[name]["shardings"], name
         assert out[name]["embed_devices"] == devices
+
+
+def test_resume_refuses_a_checkpoint_of_another_config(tmp_path):
+    """Only run-length and reporting keys may change across a resume; anything else (data,
+    model, optimizer) would silently splice two different runs, so it is an error naming the keys."""
+    import pytest
+
+    from swe_rl_jax.config import ConfigError
+    from swe_rl_jax.train.loop import check_resumable
+
+    saved = {"num_steps": 10, "optimizer": {"lr": 1e-4, "schedule": "cosine"}, "subtasks": ["file_localization"]}
+    check_resumable(tmp_path, saved, {**saved, "num_steps": 20, "progress": False})
+    check_resumable(tmp_path, saved, {**saved, "subtasks": ("file_localization",)})  # JSON: tuple == list
+    with pytest.raises(ConfigError, match=r"optimizer\.lr: 0\.0001 -> 0\.0002") as e:
+        check_resumable(tmp_path, saved, {**saved, "optimizer": {"lr": 2e-4, "schedule": "cosine"}})
+    assert str(tmp_path) in str(e.value)
+    with pytest.raises(ConfigError, match="subtasks"):
+        check_resumable(tmp_path, saved, {**saved, "subtasks": ["line_localization"]})

@@ -1,4 +1,4 @@
-"""`eval`: sample one answer per task record (greedy by default), score it, report subtask metrics.
+"""`eval`: answer every task record (greedy by default; `sampling.n` samples each at a temperature), score, report subtask metrics.
 
     python -m swe_rl_jax.cli eval --config FILE [key=value ...]
     python -m swe_rl_jax.cli eval records_dir=RECORDS model.checkpoint=DIR split=validation \
@@ -53,7 +53,8 @@ class EvalConfig:
         require(all(s in SUBTASKS for s in self.subtasks), "subtasks", f"each must be one of {SUBTASKS}")
         require(all(s in SUBTASKS for s in self.rewards), "rewards", f"keys must be subtasks {SUBTASKS}")
         require(self.max_examples >= 0, "max_examples", "must be >= 0")
-        require(self.sampling.n == 1, "sampling.n", "evaluation takes one response per record; must be 1")
+        require(self.sampling.n == 1 or self.sampling.temperature > 0, "sampling.n",
+                "greedy evaluation gives one response per record: n must be 1 at temperature 0")
         require(self.batch_size > 0, "batch_size", "must be > 0")
         require(self.reward_workers >= 0, "reward_workers", "must be >= 0")
 
@@ -127,12 +128,13 @@ def run_eval(config: EvalConfig) -> dict[str, Any]:
     report = {
         "config": to_dict(config),
         "num_records": len(records),
+        "samples_per_record": sampling.n,
         "seconds": seconds,
         "summary": summary,
         "records": [
             {"task_id": r.task_id, "subtask": r.subtask, "instance_id": r.instance_id, "repo": r.repo,
              "outcome": o, "response": text}
-            for r, o, text in zip(records, outcomes_to_json(result.outcomes), result.responses)
+            for r, o, text in zip(result.records, outcomes_to_json(result.outcomes), result.responses)
         ],
     }
     out = Path(config.out_dir)

@@ -17,6 +17,7 @@ from swe_rl_jax.tokenizer import ChatTokenizer
 
 @dataclass
 class EvalResult:
+    records: list[TaskRecord]  # one per response: each record `sampling.n` times, in order
     outcomes: list[Outcome]
     responses: list[str]
     summary: dict[str, dict[str, float]]
@@ -35,16 +36,18 @@ def evaluate(
     num_workers: int = 0,
     pool: Optional[RewardPool] = None,
 ) -> EvalResult:
-    """One response per record (sampling.n must be 1), scored by the record's reward."""
-    if sampling.n != 1:
-        raise ValueError("evaluation takes one response per record; set n=1")
+    """`sampling.n` responses per record (1 for greedy), each scored by the record's reward; the
+    summary averages over all responses, i.e. the expected metric under the sampling policy."""
+    if sampling.n > 1 and sampling.temperature == 0.0:
+        raise ValueError("greedy evaluation gives one response per record; set n=1 or a temperature > 0")
     prompts = [tokenizer.encode_prompt(r.messages) for r in records]
     texts: list[str] = []
     for start in range(0, len(prompts), batch_size):
         key = jax.random.fold_in(jax.random.PRNGKey(rng) if isinstance(rng, int) else rng, start)
         results = generate(config, params, prompts[start:start + batch_size], sampling, key, tokenizer=tokenizer)
         texts.extend(r.text or "" for r in results)
+    records = [r for r in records for _ in range(sampling.n)]  # generate's order: prompt-major
     scored = score_batch([reward_task(r, t, rewards) for r, t in zip(records, texts)], pool=pool,
                          num_workers=num_workers or None)
     outcomes = [outcome(r.subtask, r.repo, s, info) for r, (s, info) in zip(records, scored)]
-    return EvalResult(outcomes, texts, summarize(outcomes))
+    return EvalResult(records, outcomes, texts, summarize(outcomes))

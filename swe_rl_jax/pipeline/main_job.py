@@ -138,12 +138,18 @@ def plot_curves(sft_metrics: Path, rl_metrics: Path, out: Path) -> None:
     matplotlib.use("Agg")  # no display on training machines
     import matplotlib.pyplot as plt
 
-    panels = [(sft_metrics, "loss", "SFT loss"), (rl_metrics, "reward_mean", "RL reward (mean)"),
-              (rl_metrics, "kl", "RL KL to reference"), (rl_metrics, "response_length", "RL response length")]
+    panels = [(sft_metrics, ("loss",), "SFT loss"), (rl_metrics, ("reward_mean",), "RL reward (train, mean)"),
+              (rl_metrics, ("heldout/mean_reward", "heldout/format_correct"), "RL held-out (sampled)"),
+              (rl_metrics, ("kl",), "RL KL to reference"), (rl_metrics, ("response_length",), "RL response length")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
-    for ax, (path, key, title) in zip(axes, panels):
-        x, y = _series(path, key)
-        ax.plot(x, y, marker="o", markersize=3)
+    for ax, (path, keys, title) in zip(axes, panels):
+        series = [(key, *_series(path, key)) for key in keys]
+        for key, x, y in series:
+            ax.plot(x, y, marker="o", markersize=3, label=key.split("/")[-1])
+        if not any(x for _, x, _ in series):  # e.g. KL with kl_coef 0 (no reference model)
+            ax.text(0.5, 0.5, f"{', '.join(keys)}: not logged", ha="center", va="center", transform=ax.transAxes)
+        if len(keys) > 1:
+            ax.legend(fontsize=8)
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -14,7 +14,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence
 
 import jax
 import numpy as np
@@ -34,6 +34,7 @@ from swe_rl_jax.sampling import SampleResult, SamplingParams
 from swe_rl_jax.scoring import DEFAULT_REWARDS, reward_task
 from swe_rl_jax.train import (Checkpointer, MetricsWriter, OptimizerConfig, PreemptionFlag, abstract_train_state,
                               create_train_state, learning_rate_schedule, make_optimizer)
+from swe_rl_jax.train.loop import check_resumable
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,25 @@ class CriticConfig:
 
 
 @dataclass(frozen=True)
+class HeldoutConfig:
+    """Held-out evaluation during RL: `samples` responses per record of `split` at the rollout
+    temperature and length, scored by the run's rewards; logged as `heldout/*` metrics before
+    the first step, every `every` steps and after the last. It changes neither the train
+    state nor the RNG stream, so it does not alter the run."""
+
+    every: int = 0  # 0: off
+    split: str = "validation"
+    max_examples: int = 0  # per subtask, the first ones in file order; 0 = all
+    samples: int = 8
+    seed: int = 1234
+
+    def __post_init__(self) -> None:
+        require(self.every >= 0, "every", "must be >= 0")
+        require(self.split in SPLITS, "split", f"must be one of {SPLITS}")
+        require(self.samples >= 1, "samples", "must be >= 1")
+
+
+@dataclass(frozen=True)
 class RLConfig:
     records_dir: str = ""  # build-data output (required at run time)
     model: ModelSource = field(default_factory=ModelSource)
@@ -65,6 +85,7 @@ class RLConfig:
     critic: CriticConfig = field(default_factory=CriticConfig)
     update: UpdateConfig = field(default_factory=UpdateConfig)
     sampling: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024, temperature=1.0))
+    heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
     max_prompt_tokens: int = 8192  # longer prompts are skipped (counted)
     num_steps: int = 100
     optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=1e-6, schedule="constant"))
@@ -118,6 +139,32 @@ def load_prompts(config: RLConfig, tokenizer: Any) -> tuple[list[Prompt], int]:
                 continue
             prompts.append((ids, record))
     return prompts, too_long
+
+
+def heldout_evaluator(config: RLConfig, model_config: Any, tokenizer: Any, sampling: SamplingParams,
+                      rewards: Mapping[str, str], pool: Optional[RewardPool]) -> Optional[Callable[[Any], dict]]:
+    """params -> {"heldout/<metric>": value} over the held-out records (None when disabled or
+    when the split has no records of the run's subtasks)."""
+    from swe_rl_jax.eval.subtasks import evaluate
+
+    if not config.heldout.every:
+        return None
+    records: list[TaskRecord] = []
+    for subtask in config.subtasks or SUBTASKS:
+        path = records_file(config.records_dir, config.heldout.split, subtask)
+        if path.is_file():
+            chosen = list(read_records(path))
+            records.extend(chosen[: config.heldout.max_examples] if config.heldout.max_examples else chosen)
+    if not records:
+        return None
+    eval_sampling = dataclasses.replace(sampling, n=config.heldout.samples)
+
+    def run(params: Any) -> dict[str, float]:
+        summary = evaluate(model_config, params, tokenizer, records, eval_sampling, config.heldout.seed,
+                           rewards=rewards, batch_size=len(records), pool=pool).summary["all"]
+        return {f"heldout/{k}": float(v) for k, v in summary.items() if k != "n"}
+
+    return run
 
 
 def make_scorer(rewards: Mapping[str, str], pool: Optional[RewardPool]):
@@ -185,6 +232,8 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     if resume_step is not None:
         state, meta = checkpointer.restore(abstract_train_state(model_config, optimizer, state_sh, param_dtype),
                                            step=resume_step)
+        if "config" in meta:
+            check_resumable(checkpointer.directory, meta["config"], to_dict(config))
         position, cursor = int(meta["position"]), int(meta["cursor"])
         if ppo:
             critic_state, _ = critic_checkpointer.restore(
@@ -199,6 +248,11 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     preemption = PreemptionFlag()
     with RewardPool(config.reward_workers or None) as pool:
         score = make_scorer(rewards, pool)
+        heldout = heldout_evaluator(config, model_config, tokenizer, sampling, rewards, pool)
+        heldout_history = []
+        if heldout is not None and position == 0:
+            heldout_history.append(heldout(state.params))
+            writer.write(0, heldout_history[-1])
         bar = tqdm(total=config.num_steps, initial=position, disable=not config.progress, dynamic_ncols=True)
         while position < config.num_steps:
             if ppo:
@@ -207,6 +261,9 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
                 state, metrics = trainer.step(state, position, stream.take, score)
             position += 1
             metrics["prompts_too_long"] = too_long
+            if heldout is not None and (position % config.heldout.every == 0 or position == config.num_steps):
+                heldout_history.append(heldout(state.params))
+                metrics.update(heldout_history[-1])
             history.append(metrics)
             writer.write(position, metrics)
             bar.update(1)
@@ -230,6 +287,8 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
                                "prompts": len(prompts), "prompts_too_long": too_long,
                                "reward_first": history[0]["reward_mean"] if history else None,
                                "reward_last": history[-1]["reward_mean"] if history else None}
+    if heldout_history:
+        summary["heldout_first"], summary["heldout_last"] = heldout_history[0], heldout_history[-1]
     if config.export and summary["finished"]:
         summary["export_dir"] = str(save_hf(out / "hf", model_config.replace(dtype="float32"), state.params,
                                             tokenizer_dir=tokenizer_source(config.model)))

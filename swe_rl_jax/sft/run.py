@@ -150,7 +150,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
     state, position, _ = resume(checkpointer, abstract_train_state(model_config, optimizer, state_sh, param_dtype),
-                                lambda: state)
+                                lambda: state, config=to_dict(config))
     writer = MetricsWriter(out / "metrics")
     seq = first["tokens"].shape[1]
     try:

@@ -31,6 +31,7 @@ class Checkpointer:
     """A `CheckpointManager` keeping the newest `keep` checkpoints under `directory`."""
 
     def __init__(self, directory: str | Path, keep: int = 3, async_save: bool = True) -> None:
+        self.directory = Path(directory)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep, enable_async_checkpointing=async_save, create=True
         )

@@ -7,14 +7,15 @@ a non-finite step applies no update); `state.step` counts applied updates.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Literal, Optional
+from typing import Any, Callable, Iterator, Literal, Mapping, Optional
 
 import jax
 from tqdm import tqdm
 
-from swe_rl_jax.config import require
+from swe_rl_jax.config import ConfigError, require
 from swe_rl_jax.train.checkpointing import Checkpointer, PreemptionFlag
 from swe_rl_jax.train.losses import Batch
 from swe_rl_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device
@@ -49,13 +50,44 @@ class LoopResult:
     history: list[dict[str, float]] = field(default_factory=list)
 
 
+# Top-level config keys a resumed run may change: how long it runs and how it reports/saves,
+# not what it computes.
+RESUME_MAY_CHANGE = frozenset({"num_steps", "progress", "save_every", "keep_checkpoints", "stop_after_steps",
+                               "export", "eval_examples", "eval_max_new_tokens", "heldout"})
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, Mapping):
+        return {k: v for key, sub in tree.items() for k, v in _flatten(sub, f"{prefix}{key}.").items()}
+    return {prefix[:-1]: tree}
+
+
+def check_resumable(directory: Any, saved: Mapping[str, Any], current: Mapping[str, Any],
+                    may_change: frozenset[str] = RESUME_MAY_CHANGE) -> None:
+    """Raises ConfigError when the checkpoint in `directory` was written under a config that
+    differs from `current` beyond `may_change`: resuming it would silently splice two runs."""
+    old, new = _flatten(saved), _flatten(json.loads(json.dumps(current)))
+    differ = sorted(k for k in old.keys() | new.keys()
+                    if old.get(k) != new.get(k) and k.split(".")[0] not in may_change)
+    if differ:
+        shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in differ[:6])
+        more = f" (+{len(differ) - 6} more)" if len(differ) > 6 else ""
+        raise ConfigError(f"{directory} holds checkpoints of a run with another config ({shown}{more}); "
+                          "resume with the same settings, or delete that directory / choose another out_dir")
+
+
 def resume(
-    checkpointer: Checkpointer, abstract_state: TrainState, init: Callable[[], TrainState]
+    checkpointer: Checkpointer, abstract_state: TrainState, init: Callable[[], TrainState],
+    config: Optional[Mapping[str, Any]] = None,
 ) -> tuple[TrainState, int, dict[str, Any]]:
-    """(state, position, meta) from the latest checkpoint, or (init(), 0, {}) without one."""
+    """(state, position, meta) from the latest checkpoint, or (init(), 0, {}) without one.
+    config: this run's config (as saved in meta["config"]); a checkpoint written under a
+    different one is refused (`check_resumable`)."""
     if checkpointer.latest_step() is None:
         return init(), 0, {}
     state, meta = checkpointer.restore(abstract_state)
+    if config is not None and "config" in meta:
+        check_resumable(checkpointer.directory, meta["config"], config)
     return state, int(meta["position"]), meta
 
 
