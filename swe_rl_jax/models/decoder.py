@@ -61,6 +61,42 @@ def positions_from_mask(attention_mask: jax.Array) -> jax.Array:
     return jnp.maximum(jnp.cumsum(mask, axis=-1) - 1, 0)
 
 
+def layer_qkv(
+    config: ModelConfig, x: jax.Array, lp: Params, cos: jax.Array, sin: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The first half of a decoder layer: queries, keys and values [B, S, heads, hd] of `x`,
+    RoPE applied. `lp` holds one layer's weights; they are cast to x's (compute) dtype."""
+    dtype = x.dtype
+    eps = config.rms_norm_eps
+    w = lambda name: lp[name].astype(dtype)  # noqa: E731  (f32 master weights, bf16 compute)
+    h = rms_norm(x, lp["attn_norm"], eps)
+    q = jnp.einsum("bsd,dhk->bshk", h, w("q_proj"))
+    k = jnp.einsum("bsd,dhk->bshk", h, w("k_proj"))
+    v = jnp.einsum("bsd,dhk->bshk", h, w("v_proj"))
+    if config.qkv_bias:
+        q, k, v = q + w("q_bias"), k + w("k_bias"), v + w("v_bias")
+    if config.qk_norm:
+        q, k = rms_norm(q, lp["q_norm"], eps), rms_norm(k, lp["k_norm"], eps)
+    return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+
+def layer_output(
+    config: ModelConfig, x: jax.Array, lp: Params, q: jax.Array, k: jax.Array, v: jax.Array,
+    mask: jax.Array | AttentionMask,
+) -> jax.Array:
+    """The second half: attention of `q` over all keys/values `k`, `v` (the cache's, when there
+    is one), output projection and MLP, both residual. Returns the layer's output stream."""
+    dtype = x.dtype
+    w = lambda name: lp[name].astype(dtype)  # noqa: E731
+    if isinstance(mask, AttentionMask):  # config.attention_impl == "chunked"
+        attn = chunked_attention(q, k, v, mask, config.attention_chunk)
+    else:
+        attn = attention(q, k, v, mask)
+    x = x + jnp.einsum("bshk,hkd->bsd", attn, w("o_proj"))
+    h = rms_norm(x, lp["mlp_norm"], config.rms_norm_eps)
+    return x + swiglu(h, w("gate_proj"), w("up_proj"), w("down_proj"))
+
+
 def _layer(
     config: ModelConfig,
     x: jax.Array,
@@ -71,36 +107,15 @@ def _layer(
     kv: Optional[tuple[jax.Array, jax.Array]],
     cache_index: Optional[jax.Array],
 ) -> tuple[jax.Array, Optional[tuple[jax.Array, jax.Array]]]:
-    dtype = x.dtype
-    eps = config.rms_norm_eps
-    w = lambda name: lp[name].astype(dtype)  # noqa: E731  (f32 master weights, bf16 compute)
-
-    h = rms_norm(x, lp["attn_norm"], eps)
-    q = jnp.einsum("bsd,dhk->bshk", h, w("q_proj"))
-    k = jnp.einsum("bsd,dhk->bshk", h, w("k_proj"))
-    v = jnp.einsum("bsd,dhk->bshk", h, w("v_proj"))
-    if config.qkv_bias:
-        q, k, v = q + w("q_bias"), k + w("k_bias"), v + w("v_bias")
-    if config.qk_norm:
-        q, k = rms_norm(q, lp["q_norm"], eps), rms_norm(k, lp["k_norm"], eps)
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-
+    q, k, v = layer_qkv(config, x, lp, cos, sin)
     if kv is not None:
         k_cache, v_cache = kv
         start = (0, cache_index, 0, 0)
         k_cache = jax.lax.dynamic_update_slice(k_cache, k.astype(k_cache.dtype), start)
         v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), start)
         kv = (k_cache, v_cache)
-        k, v = k_cache.astype(dtype), v_cache.astype(dtype)
-
-    if isinstance(mask, AttentionMask):  # config.attention_impl == "chunked"
-        attn = chunked_attention(q, k, v, mask, config.attention_chunk)
-    else:
-        attn = attention(q, k, v, mask)
-    x = x + jnp.einsum("bshk,hkd->bsd", attn, w("o_proj"))
-    h = rms_norm(x, lp["mlp_norm"], eps)
-    x = x + swiglu(h, w("gate_proj"), w("up_proj"), w("down_proj"))
-    return x, kv
+        k, v = k_cache.astype(x.dtype), v_cache.astype(x.dtype)
+    return layer_output(config, x, lp, q, k, v, mask), kv
 
 
 def hidden_states(

@@ -7,9 +7,8 @@ new [B, 1, K, hd] row with `dynamic_update_slice`, which XLA performs in place i
 decode `while_loop` (SmolLM2-135M on the 2-core CPU, batch 8: 37 vs 45 ms per step; batch 32:
 133 vs 146 ms, best of 5 interleaved runs).
 
-The layer math is the decoder's (`models/decoder.py::_layer`) op for op, built from the same
-blocks in `models/layers.py`, so the numerics are unchanged; the parity tests compare rollouts
-with transformers and log-probs with `models.forward`. Attention is always the dense kernel
+The layer math is the decoder's own (`models.decoder.layer_qkv` / `layer_output`); only the
+cache write between the two halves differs. Attention is always the dense kernel
 (`config.attention_impl` only matters for the prefill): one query per row needs O(T) memory.
 """
 from __future__ import annotations
@@ -18,8 +17,8 @@ import jax
 import jax.numpy as jnp
 
 from swe_rl_jax.models import ModelConfig, logits_from_hidden
-from swe_rl_jax.models.decoder import KVCache, compute_dtype
-from swe_rl_jax.models.layers import apply_rope, attention, rms_norm, rope_tables, swiglu
+from swe_rl_jax.models.decoder import KVCache, compute_dtype, layer_output, layer_qkv
+from swe_rl_jax.models.layers import rms_norm, rope_tables
 from swe_rl_jax.models.params import Params
 
 
@@ -39,33 +38,20 @@ def decode_step(
     makes a separate causal mask unnecessary.
     """
     dtype = compute_dtype(config)
-    eps = config.rms_norm_eps
     cos, sin = rope_tables(config, positions[:, None])
     mask = kv_mask[:, None, :]
     x = params["embed"].astype(dtype)[tokens[:, None]]
 
     def layer(carry: tuple, lp: Params) -> tuple[tuple, None]:
         x, k_cache, v_cache, index = carry
-        w = lambda name: lp[name].astype(dtype)  # noqa: E731  (as in the decoder)
-        h = rms_norm(x, lp["attn_norm"], eps)
-        q = jnp.einsum("bsd,dhk->bshk", h, w("q_proj"))
-        k = jnp.einsum("bsd,dhk->bshk", h, w("k_proj"))
-        v = jnp.einsum("bsd,dhk->bshk", h, w("v_proj"))
-        if config.qkv_bias:
-            q, k, v = q + w("q_bias"), k + w("k_bias"), v + w("v_bias")
-        if config.qk_norm:
-            q, k = rms_norm(q, lp["q_norm"], eps), rms_norm(k, lp["k_norm"], eps)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = layer_qkv(config, x, lp, cos, sin)
         start = (index, 0, slot, 0, 0)
         k_cache = jax.lax.dynamic_update_slice(k_cache, k[None].astype(k_cache.dtype), start)
         v_cache = jax.lax.dynamic_update_slice(v_cache, v[None].astype(v_cache.dtype), start)
-        attn = attention(q, k_cache[index].astype(dtype), v_cache[index].astype(dtype), mask)
-        x = x + jnp.einsum("bshk,hkd->bsd", attn, w("o_proj"))
-        h = rms_norm(x, lp["mlp_norm"], eps)
-        x = x + swiglu(h, w("gate_proj"), w("up_proj"), w("down_proj"))
+        x = layer_output(config, x, lp, q, k_cache[index].astype(dtype), v_cache[index].astype(dtype), mask)
         return (x, k_cache, v_cache, index + 1), None
 
     (x, k_cache, v_cache, _), _ = jax.lax.scan(
         layer, (x, cache["k"], cache["v"], jnp.int32(0)), params["layers"])
-    h = rms_norm(x, params["final_norm"], eps)
+    h = rms_norm(x, params["final_norm"], config.rms_norm_eps)
     return logits_from_hidden(config, params, h)[:, 0], {"k": k_cache, "v": v_cache}
