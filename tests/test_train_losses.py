@@ -4,6 +4,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from swe_rl_jax.models import ModelConfig, forward, hidden_states, init_params
 from swe_rl_jax.train.losses import from_seqio, make_sft_loss, next_token_targets, token_logprobs
@@ -42,7 +43,8 @@ def test_chunked_logprobs_and_entropy_equal_log_softmax_of_forward():
     assert token_logprobs(CFG, params, hidden, targets, chunk=4)[1] is None
 
 
-def test_sft_loss_and_gradients_equal_the_naive_masked_cross_entropy():
+@pytest.mark.parametrize("chunk", [5, 0])  # chunks of 5 (recomputed in backward); 0: one pass, logits kept
+def test_sft_loss_and_gradients_equal_the_naive_masked_cross_entropy(chunk):
     params = init_params(CFG, jax.random.PRNGKey(1))
     tokens, mask = _inputs(seed=1)
 
@@ -51,7 +53,7 @@ def test_sft_loss_and_gradients_equal_the_naive_masked_cross_entropy():
         logp = jnp.take_along_axis(logp_all, next_token_targets(tokens)[..., None], axis=-1)[..., 0]
         return -jnp.sum(logp[:, :-1] * mask[:, 1:])  # position s predicts token s+1
 
-    loss_fn = make_sft_loss(CFG, chunk=5, remat="full")
+    loss_fn = make_sft_loss(CFG, chunk=chunk, remat="full")
     (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, {"tokens": tokens, "loss_mask": mask})
     ref_loss, ref_grads = jax.value_and_grad(naive)(params)
     assert float(aux["loss_tokens"]) == float(mask[:, 1:].sum())

@@ -29,6 +29,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--steps", type=int, default=10, help="timed steps per side, after 2 warm-up steps")
+    p.add_argument("--variants", default="logits,chunked,logits-unrolled",
+                   help="JAX variants, comma-separated: logits (loss_chunk 0: logits kept for the backward "
+                        "pass), chunked (loss_chunk = seq: logits recomputed in the backward pass, the "
+                        "memory-safe default), and either with -unrolled (scan_layers false)")
     p.add_argument("--threads", type=int, default=1,
                    help="compute threads per side (1: steady numbers on a shared machine; 0: library default)")
     return p.parse_args()
@@ -76,9 +80,23 @@ def main() -> int:
     opt_cfg = OptimizerConfig(lr=1e-4, warmup_steps=0, total_steps=1000, schedule="constant", weight_decay=0.01)
     mesh, rules = make_mesh(MeshConfig(), jax.devices()[:1]), get_rules("dp")
     optimizer = make_optimizer(opt_cfg)
-    state, shardings = create_train_state(config, optimizer, mesh, rules, jax.random.PRNGKey(0), params=params)
-    step = make_train_step(make_sft_loss(config, chunk=args.seq), optimizer, shardings,
-                           batch_shardings(mesh, rules, batch))
+
+    def jax_runner(variant: str):
+        """One train step of this code for the variant; its state is private (the step donates it)."""
+        kind, _, layout = variant.partition("-")
+        if kind not in ("logits", "chunked") or layout not in ("", "unrolled"):
+            raise SystemExit(f"unknown variant {variant!r}")
+        cfg = config.replace(scan_layers=layout != "unrolled")
+        state, shardings = create_train_state(cfg, optimizer, mesh, rules, jax.random.PRNGKey(0),
+                                              params=jax.tree.map(np.array, params))
+        step = make_train_step(make_sft_loss(cfg, chunk=0 if kind == "logits" else args.seq), optimizer,
+                               shardings, batch_shardings(mesh, rules, batch))
+
+        def run() -> float:
+            nonlocal state
+            state, metrics = step(state, batch)
+            return float(metrics["loss"])  # waits for the step
+        return run
 
     torch_opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     input_ids = torch.tensor(tokens, dtype=torch.long)
@@ -91,15 +109,12 @@ def main() -> int:
         torch_opt.zero_grad(set_to_none=True)
         return float(loss.detach())
 
-    def jax_step() -> float:
-        nonlocal state
-        state, metrics = step(state, batch)
-        return float(metrics["loss"])  # waits for the step
-
-    times: dict[str, list[float]] = {"jax": [], "torch": []}
+    runners = {f"jax {v}": jax_runner(v) for v in args.variants.split(",")}
+    runners["torch"] = torch_step
+    times: dict[str, list[float]] = {name: [] for name in runners}
     first: dict[str, float] = {}
     for i in range(args.steps + 2):
-        for name, fn in (("jax", jax_step), ("torch", torch_step)):
+        for name, fn in runners.items():
             start = time.perf_counter()
             loss = fn()
             if i == 0:
@@ -114,11 +129,11 @@ def main() -> int:
           f"batch {args.batch} x seq {args.seq}, float32, AdamW+clip, {args.steps} timed steps each")
     print(f"threads per side: {args.threads or 'default'}; jax {jax.__version__} ({jax.devices()[0].platform}), torch {torch.__version__} "
           f"({torch.get_num_threads()} threads, attention {model.config._attn_implementation})")
-    print(f"first-step loss: jax {first['jax']:.6f}  torch {first['torch']:.6f}")
-    print(f"{'':8}{'median step':>14}{'best step':>12}{'tokens/s (median)':>19}")
-    for name in ("jax", "torch"):
-        print(f"{name:8}{med[name] * 1e3:11.1f} ms{best[name] * 1e3:9.1f} ms{tokens_per_step / med[name]:19.0f}")
-    print(f"ratio torch/jax: median {med['torch'] / med['jax']:.2f}x, best {best['torch'] / best['jax']:.2f}x")
+    print("first-step loss: " + "  ".join(f"{name} {loss:.6f}" for name, loss in first.items()))
+    print(f"| side | median step | best step | tokens/s (median) | torch/side (median) |\n|---|---|---|---|---|")
+    for name in runners:
+        print(f"| {name} | {med[name] * 1e3:.1f} ms | {best[name] * 1e3:.1f} ms | {tokens_per_step / med[name]:.0f} "
+              f"| {med['torch'] / med[name]:.2f}x |")
     return 0
 
 

@@ -39,9 +39,12 @@ def token_logprobs(
     hidden: [B, S, D] final-normed hidden states (`hidden_states(...)[0]`); targets: [B, S]
     token ids (the token each position predicts). S need not divide by `chunk`. shard: gathers
     the output projection once, outside the chunk loop (FSDP), when given.
+    chunk <= 0: no chunking and no recomputation; the [B, S, V] float32 logits are kept for the
+    backward pass. Faster (one matmul fewer) where they fit: small vocabularies or short rows.
     """
     batch, seq, dim = hidden.shape
-    chunk = min(chunk, seq)
+    recompute = chunk > 0
+    chunk = min(chunk, seq) if recompute else seq
     pad = -seq % chunk
     if pad:
         hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))
@@ -54,7 +57,6 @@ def token_logprobs(
     hs = hidden.reshape(batch, n, chunk, dim).swapaxes(0, 1)
     ts = targets.reshape(batch, n, chunk).swapaxes(0, 1)
 
-    @jax.checkpoint  # backward recomputes the chunk's logits instead of storing them
     def one_chunk(h: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
         logits = jnp.einsum("bsd,dv->bsv", h, w, preferred_element_type=jnp.float32)
         if temperature != 1.0:
@@ -66,6 +68,8 @@ def token_logprobs(
         entropy = lse - jnp.sum(jax.nn.softmax(logits, axis=-1) * logits, axis=-1)
         return logp, entropy
 
+    if recompute:  # backward recomputes each chunk's logits instead of storing them
+        one_chunk = jax.checkpoint(one_chunk)
     _, (logp, entropy) = jax.lax.scan(lambda c, x: (c, one_chunk(*x)), None, (hs, ts))
     logp = logp.swapaxes(0, 1).reshape(batch, n * chunk)[:, :seq]
     if not with_entropy:
