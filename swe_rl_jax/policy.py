@@ -30,6 +30,7 @@ class ModelSource:
     dtype: DTypeName = "float32"  # compute dtype
     param_dtype: DTypeName = "float32"  # master weights
     attention_impl: Literal["dense", "chunked"] = "dense"  # chunked: flash-style, for long rows
+    scan_layers: bool = True  # False: unrolled layers (faster decode steps, longer compiles)
 
 
 def resolve_checkpoint(spec: str) -> Path:
@@ -53,7 +54,8 @@ def load_policy(source: ModelSource, mesh: jax.sharding.Mesh, rules: Rules) -> t
         params = jax.device_put(host, param_shardings(config, mesh, rules))
     else:
         config, params = load_hf_sharded(path, mesh, rules, dtype=dtype)
-    config = dataclasses.replace(config, dtype=source.dtype, attention_impl=source.attention_impl)
+    config = dataclasses.replace(config, dtype=source.dtype, attention_impl=source.attention_impl,
+                                 scan_layers=source.scan_layers)
     tokenizer = load_tokenizer(resolve_checkpoint(source.tokenizer) if source.tokenizer else path)
     return config, params, tokenizer
 

@@ -26,10 +26,12 @@ def _hf_greedy(model, tokens: np.ndarray, mask: np.ndarray, new_tokens: int) -> 
     return out[:, tokens.shape[1]:].numpy()
 
 
+@pytest.mark.parametrize("scan_layers", [True, False])  # False: decode loops over per-layer weight slices
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_greedy_matches_transformers_on_tiny_models(variant, tmp_path):
+def test_greedy_matches_transformers_on_tiny_models(variant, scan_layers, tmp_path):
     model = make_hf_model(variant, tmp_path / variant, seed=1)
     config, params = load_hf(tmp_path / variant)
+    config = config.replace(scan_layers=scan_layers)
     tokens, mask = left_padded_batch(np.random.default_rng(7), [4, 11, 7], config.vocab_size)
     prompts = [row[m == 1].tolist() for row, m in zip(tokens, mask)]
     # EOS stopping off on both sides: the comparison covers all 24 tokens of every row.

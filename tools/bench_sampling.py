@@ -1,6 +1,6 @@
 """Rollout throughput: this engine vs `transformers` generate on SmolLM2-135M-Instruct (CPU).
 
-    python tools/bench_sampling.py [--batch-sizes 1,8,32] [--new-tokens 128] [--repeats 3]
+    python tools/bench_sampling.py [--batch-sizes 1,8,32] [--new-tokens 128] [--repeats 3] [--variants scan,unrolled]
 
 Both sides decode greedily exactly --new-tokens tokens (EOS stopping off) for the same
 left-padded batch of chat prompts of mixed lengths, with the same float32 weights (transformers
@@ -52,7 +52,7 @@ def engine_runner(config, params, batch_prompts, new_tokens: int):
     """(seconds of the first call, compilation included; a callable doing one run)."""
     from swe_rl_jax.sampling import Engine, SamplingParams
 
-    engine = Engine()
+    engine = Engine()  # a fresh one per variant: its first run compiles
     sp = SamplingParams(max_new_tokens=new_tokens, temperature=0.0, eos_ids=())
 
     def run() -> None:
@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--torch-threads", default="1,2", help="torch thread counts probed for transformers")
     parser.add_argument("--skip-transformers", action="store_true")
+    parser.add_argument("--variants", default="scan,unrolled",
+                        help="engine variants: scan (model.scan_layers true, the default) and/or unrolled "
+                             "(scan_layers false: per-layer weights sliced once per rollout)")
     args = parser.parse_args(argv)
 
     import jax
@@ -119,32 +122,38 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# SmolLM2-135M-Instruct float32, {args.new_tokens} new tokens, greedy; "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__}, "
           f"torch {torch.__version__}", flush=True)
+    variants = args.variants.split(",")
+    if not set(variants) <= {"scan", "unrolled"}:
+        parser.error(f"unknown variant in {args.variants!r}")
     rows = []
     for batch in (int(b) for b in args.batch_sizes.split(",")):
         batch_prompts = prompts(tokenizer, batch)
-        first_s, ours_run = engine_runner(config, params, batch_prompts, args.new_tokens)
-        threads, theirs_run = 0, None
+        runs, compile_s = {}, {}
+        for v in variants:
+            first_s, runs[v] = engine_runner(config.replace(scan_layers=v == "scan"), params, batch_prompts,
+                                             args.new_tokens)
+            compile_s[v] = first_s
+        threads = 0
         if model is not None:
             options = [int(t) for t in args.torch_threads.split(",")]
-            threads, theirs_run = transformers_runner(model, batch_prompts, args.new_tokens, options)
-        # Interleaved, so both sides see the same background load; best of --repeats each.
-        ours_times, theirs_times = [], []
+            threads, runs["transformers"] = transformers_runner(model, batch_prompts, args.new_tokens, options)
+        # Interleaved, so all sides see the same background load; best of --repeats each.
+        times = {name: [] for name in runs}
         for _ in range(args.repeats):
-            ours_times.append(_timed(ours_run))
-            if theirs_run is not None:
-                theirs_times.append(_timed(theirs_run))
+            for name, run in runs.items():
+                times[name].append(_timed(run))
         tokens = batch * args.new_tokens
-        ours = tokens / min(ours_times)
-        theirs = tokens / min(theirs_times) if theirs_times else float("nan")
-        compile_s = max(first_s - min(ours_times), 0.0)
-        rows.append((batch, compile_s, ours, theirs, threads))
-        print(f"batch {batch}: engine {ours:.1f} tok/s (compile {compile_s:.1f} s), "
-              f"transformers {theirs:.1f} tok/s ({threads} torch threads)", flush=True)
+        tps = {name: tokens / min(t) for name, t in times.items()}
+        theirs = tps.get("transformers", float("nan"))
+        for v in variants:
+            rows.append((batch, v, max(compile_s[v] - min(times[v]), 0.0), tps[v], theirs, threads))
+            print(f"batch {batch}: engine ({v}) {tps[v]:.1f} tok/s (compile {rows[-1][2]:.1f} s), "
+                  f"transformers {theirs:.1f} tok/s ({threads} torch threads)", flush=True)
 
-    print("\n| batch | engine tok/s | transformers tok/s | ratio | engine compile (s) | torch threads |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for batch, compile_s, ours, theirs, threads in rows:
-        print(f"| {batch} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f}x | {compile_s:.1f} | {threads} |")
+    print("\n| batch | engine layers | engine tok/s | transformers tok/s | ratio | engine compile (s) | torch threads |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for batch, v, comp, ours, theirs, threads in rows:
+        print(f"| {batch} | {v} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f}x | {comp:.1f} | {threads} |")
     return 0
 
 

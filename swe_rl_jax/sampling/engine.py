@@ -121,6 +121,9 @@ def rollout(
     logits = shard(logits[row_of])
     prompt_len = prompt_mask.sum(axis=1, dtype=jnp.int32)[row_of]
 
+    if not config.scan_layers:  # slice each layer's weights once, not at every decode step
+        params = {**params, "layers": [jax.tree.map(lambda a, i=i: a[i], params["layers"])
+                                       for i in range(config.num_layers)]}
     token, logp, logp_trunc = sample(logits, jnp.int32(0))
     first = lambda value, dtype: jnp.zeros((batch, static.new_tokens), dtype).at[:, 0].set(value)  # noqa: E731
     state = _Loop(step=jnp.int32(1), cache=cache, kv_mask=kv_mask, token=token, done=is_eos(token),
