@@ -140,15 +140,18 @@ def plot_curves(sft_metrics: Path, rl_metrics: Path, out: Path) -> None:
 
     panels = [(sft_metrics, ("loss",), "SFT loss"), (rl_metrics, ("reward_mean",), "RL reward (train, mean)"),
               (rl_metrics, ("heldout/mean_reward", "heldout/format_correct"), "RL held-out (sampled)"),
-              (rl_metrics, ("kl",), "RL KL to reference"), (rl_metrics, ("response_length",), "RL response length")]
+              (rl_metrics, ("kl", "entropy"), "RL KL to reference, entropy"),
+              (rl_metrics, ("response_length",), "RL response length")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
     for ax, (path, keys, title) in zip(axes, panels):
         series = [(key, *_series(path, key)) for key in keys]
         for key, x, y in series:
             ax.plot(x, y, marker="o", markersize=3, label=key.split("/")[-1])
-        if not any(x for _, x, _ in series):  # e.g. KL with kl_coef 0 (no reference model)
-            ax.text(0.5, 0.5, f"{', '.join(keys)}: not logged", ha="center", va="center", transform=ax.transAxes)
-        if len(keys) > 1:
+        missing = [key for key, x, _ in series if not x]  # e.g. KL with kl_coef 0 (no reference model)
+        if missing:
+            ax.text(0.5, 0.9, f"not logged: {', '.join(missing)}", ha="center", va="center", transform=ax.transAxes,
+                    fontsize=8)
+        if len(keys) - len(missing) > 1:
             ax.legend(fontsize=8)
         ax.set_title(title)
         ax.set_xlabel("step")
