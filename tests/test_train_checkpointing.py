@@ -181,7 +181,7 @@ def test_resume_refuses_a_checkpoint_of_another_config(tmp_path):
     from swe_rl_jax.train.loop import check_resumable
 
     saved = {"num_steps": 10, "optimizer": {"lr": 1e-4, "schedule": "cosine"}, "subtasks": ["file_localization"]}
-    check_resumable(tmp_path, saved, {**saved, "num_steps": 20, "progress": False})
+    check_resumable(tmp_path, saved, {**saved, "num_steps": 20, "progress": False, "out_dir": "moved"})
     check_resumable(tmp_path, saved, {**saved, "subtasks": ("file_localization",)})  # JSON: tuple == list
     with pytest.raises(ConfigError, match=r"optimizer\.lr: 0\.0001 -> 0\.0002") as e:
         check_resumable(tmp_path, saved, {**saved, "optimizer": {"lr": 2e-4, "schedule": "cosine"}})

@@ -50,10 +50,10 @@ class LoopResult:
     history: list[dict[str, float]] = field(default_factory=list)
 
 
-# Top-level config keys a resumed run may change: how long it runs and how it reports/saves,
-# not what it computes.
+# Top-level config keys a resumed run may change: how long it runs, how it reports/saves and
+# where its output lives (a run directory may be moved or copied), not what it computes.
 RESUME_MAY_CHANGE = frozenset({"num_steps", "progress", "save_every", "keep_checkpoints", "stop_after_steps",
-                               "export", "eval_examples", "eval_max_new_tokens", "heldout"})
+                               "export", "eval_examples", "eval_max_new_tokens", "heldout", "out_dir"})
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
