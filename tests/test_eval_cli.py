@@ -96,3 +96,11 @@ def test_eval_config_validation():
     with pytest.raises(ConfigError, match="split"):
         load_config(EvalConfig, None, ["records_dir=x", "split=test"])
     assert load_config(EvalConfig, None, ["records_dir=x"]).sampling.temperature == 0.0
+
+
+def test_missing_records_are_named(tmp_path):
+    """A subtask asked for by name needs its file; with none named, an empty split is an error."""
+    with pytest.raises(FileNotFoundError, match=r"no records file .*validation/swe_rl\.jsonl"):
+        load_eval_records(EvalConfig(records_dir=str(tmp_path), subtasks=("swe_rl",)))
+    with pytest.raises(FileNotFoundError, match="no task records under"):
+        load_eval_records(EvalConfig(records_dir=str(tmp_path)))

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 
 from swe_rl_jax.commands.common import parse_config_args
 from swe_rl_jax.config import require, to_dict
-from swe_rl_jax.data.records import SPLITS, SUBTASKS, TaskRecord, read_records, records_file
+from swe_rl_jax.data.records import SPLITS, SUBTASKS, TaskRecord, read_split_records, records_file
 from swe_rl_jax.eval.metrics import Outcome, outcomes_to_json, summarize
 from swe_rl_jax.parallel import MeshConfig
 from swe_rl_jax.policy import ModelSource
@@ -61,15 +61,11 @@ class EvalConfig:
 
 def load_eval_records(config: EvalConfig) -> list[TaskRecord]:
     require(bool(config.records_dir), "records_dir", "is required")
-    records: list[TaskRecord] = []
-    for subtask in config.subtasks or SUBTASKS:
+    for subtask in config.subtasks:  # a subtask asked for by name must have its file
         path = records_file(config.records_dir, config.split, subtask)
         if not path.is_file():
-            if config.subtasks:
-                raise FileNotFoundError(f"no records file {path}")
-            continue
-        chosen = list(read_records(path))
-        records.extend(chosen[: config.max_examples] if config.max_examples else chosen)
+            raise FileNotFoundError(f"no records file {path}")
+    records = read_split_records(config.records_dir, config.split, config.subtasks, config.max_examples)
     if not records:
         raise FileNotFoundError(f"no task records under {Path(config.records_dir) / config.split}")
     return records

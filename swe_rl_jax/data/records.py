@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 SUBTASKS = (
     "file_localization",
@@ -96,3 +96,16 @@ def read_records(path: str | Path) -> Iterator[TaskRecord]:
 def records_file(out_dir: str | Path, split: str, subtask: str) -> Path:
     """Where `build-data` writes the records of one split and subtask."""
     return Path(out_dir) / split / f"{subtask}.jsonl"
+
+
+def read_split_records(out_dir: str | Path, split: str, subtasks: Sequence[str] = (),
+                       max_examples: int = 0) -> list[TaskRecord]:
+    """The records of `split` for `subtasks` (default: all), subtask by subtask; per subtask the
+    first `max_examples` in file order (0: all). Subtasks without a records file are skipped."""
+    records: list[TaskRecord] = []
+    for subtask in subtasks or SUBTASKS:
+        path = records_file(out_dir, split, subtask)
+        if path.is_file():
+            chosen = list(read_records(path))
+            records.extend(chosen[:max_examples] if max_examples else chosen)
+    return records

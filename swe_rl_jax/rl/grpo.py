@@ -23,10 +23,10 @@ from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.advantages import GroupAccumulator, group_advantages
 from swe_rl_jax.rl.config import GRPOConfig
 from swe_rl_jax.rl.objectives import finalize_metrics
-from swe_rl_jax.rl.policy_update import PolicyUpdater
+from swe_rl_jax.rl.policy_update import PolicyUpdater, merge_step_aux
 from swe_rl_jax.rl.rollout import OverlongMode, build_rollout_batch, overlong_penalty
 from swe_rl_jax.sampling import SampleResult, SamplingParams, generate
-from swe_rl_jax.train import TrainState, merge_aux
+from swe_rl_jax.train import TrainState
 
 Prompt = tuple[Sequence[int], Any]  # (token ids, payload handed back to `score`)
 ScoreFn = Callable[[Sequence[Any], Sequence[SampleResult]], Sequence[tuple[float, dict]]]
@@ -138,8 +138,7 @@ class GRPOTrainer(PolicyUpdater):
                 state, m = self._train_step(sub)(state, jax.device_put(sub, self.shard_batch(sub)))
                 m = jax.device_get(m)
                 losses.append(float(m["loss"]))
-                aux = merge_aux(aux, {k: float(v) for k, v in m.items()
-                                      if k not in ("loss", "grad_norm", "denominator", "finite", "lr")})
+                aux = merge_step_aux(aux, m)
         metrics = {**finalize_metrics(aux), "loss": float(np.mean(losses)), "grad_norm": float(m["grad_norm"])}
         if not on_policy:  # the entropy of the sampling policy, not of a later minibatch's
             metrics["entropy"] = entropy_mean

@@ -13,7 +13,16 @@ from swe_rl_jax.models import ModelConfig, hidden_states
 from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
 from swe_rl_jax.sampling import SamplingParams
-from swe_rl_jax.train import TrainState, batch_shardings, make_train_step, next_token_targets, token_logprobs
+from swe_rl_jax.train import (TrainState, batch_shardings, make_train_step, merge_aux, next_token_targets,
+                              token_logprobs)
+
+
+STEP_SCALARS = ("loss", "grad_norm", "denominator", "finite", "lr")  # a step's own metrics, not loss aux
+
+
+def merge_step_aux(total: dict[str, float], step_metrics: dict[str, Any]) -> dict[str, float]:
+    """Adds one optimizer step's loss aux (fetched metrics) to `total`, by `merge_aux`'s rules."""
+    return merge_aux(total, {k: float(v) for k, v in step_metrics.items() if k not in STEP_SCALARS})
 
 
 class PolicyUpdater:

@@ -38,13 +38,11 @@ from swe_rl_jax.rl.config import PPOConfig
 from swe_rl_jax.rl.grpo import Prompt, ScoreFn, UpdateConfig, _component
 from swe_rl_jax.rl.kl import kl_penalty
 from swe_rl_jax.rl.objectives import finalize_metrics
-from swe_rl_jax.rl.policy_update import PolicyUpdater
+from swe_rl_jax.rl.policy_update import PolicyUpdater, merge_step_aux
 from swe_rl_jax.rl.rollout import build_rollout_batch, overlong_penalty
 from swe_rl_jax.rl.value import Critic
 from swe_rl_jax.sampling import SamplingParams, generate
-from swe_rl_jax.train import TrainState, merge_aux
-
-_SKIP = ("loss", "grad_norm", "denominator", "finite", "lr")
+from swe_rl_jax.train import TrainState
 
 
 @functools.partial(jax.jit, static_argnames=("gamma", "lam", "whiten", "estimator", "clamp", "use_kl"))
@@ -147,11 +145,11 @@ class PPOTrainer(PolicyUpdater):
                 critic_state, cm = self.critic.update(critic_state, state.params, sub)
                 cm = jax.device_get(cm)
                 critic_losses.append(float(cm["loss"]))
-                critic_aux = merge_aux(critic_aux, {k: float(v) for k, v in cm.items() if k not in _SKIP})
+                critic_aux = merge_step_aux(critic_aux, cm)
                 state, m = self._train_step(sub)(state, sub)
                 m = jax.device_get(m)
                 losses.append(float(m["loss"]))
-                actor_aux = merge_aux(actor_aux, {k: float(v) for k, v in m.items() if k not in _SKIP})
+                actor_aux = merge_step_aux(actor_aux, m)
 
         # Per-sequence KL to the reference at rollout time (the adaptive controller's input).
         kl_tok = np.asarray(info["kl"]) if self.use_reward_kl else None

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
-from swe_rl_jax.data.records import SPLITS, SUBTASKS, TaskRecord, read_records, records_file
+from swe_rl_jax.data.records import SPLITS, SUBTASKS, TaskRecord, read_records, read_split_records, records_file
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
 from swe_rl_jax.rewards import RewardPool, score_batch
@@ -149,12 +149,8 @@ def heldout_evaluator(config: RLConfig, model_config: Any, tokenizer: Any, sampl
 
     if not config.heldout.every:
         return None
-    records: list[TaskRecord] = []
-    for subtask in config.subtasks or SUBTASKS:
-        path = records_file(config.records_dir, config.heldout.split, subtask)
-        if path.is_file():
-            chosen = list(read_records(path))
-            records.extend(chosen[: config.heldout.max_examples] if config.heldout.max_examples else chosen)
+    records = read_split_records(config.records_dir, config.heldout.split, config.subtasks,
+                                 config.heldout.max_examples)
     if not records:
         return None
     eval_sampling = dataclasses.replace(sampling, n=config.heldout.samples)

@@ -18,7 +18,7 @@ import numpy as np
 
 from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
-from swe_rl_jax.data.records import SUBTASKS, read_records, records_file
+from swe_rl_jax.data.records import SUBTASKS, read_split_records, records_file
 from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.rules import MeshSharding
@@ -193,11 +193,8 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
 def evaluate_split(model_config, params, tokenizer, config: SFTConfig, split: str) -> dict[str, Any]:
     from swe_rl_jax.eval.subtasks import evaluate
 
-    records = []
-    for subtask in SUBTASKS:
-        path = records_file(config.records_dir, split, subtask)
-        if path.is_file() and (not config.subtasks or subtask in config.subtasks):
-            records.extend(list(read_records(path))[: config.eval_examples])
+    subtasks = [s for s in SUBTASKS if not config.subtasks or s in config.subtasks]
+    records = read_split_records(config.records_dir, split, subtasks, config.eval_examples)
     if not records:
         return {}
     sampling = SamplingParams(max_new_tokens=config.eval_max_new_tokens, temperature=0.0, n=1,
