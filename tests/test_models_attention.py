@@ -14,7 +14,7 @@ from swe_rl_jax.checkpoints.hf_config import config_from_hf, config_to_hf
 from swe_rl_jax.config import ConfigError
 from swe_rl_jax.models import forward, hidden_states, init_cache, init_params, positions_from_mask
 from swe_rl_jax.models.config import ModelConfig
-from swe_rl_jax.models.layers import AttentionMask, attention, chunked_attention
+from swe_rl_jax.models.layers import AttentionMask, attention, chunked_attention, decode_attention
 
 TOL = 1e-5
 
@@ -104,6 +104,31 @@ def test_fully_masked_rows_are_finite_with_finite_gradients():
     # Like the dense version: a fully masked row averages v over all keys.
     expect = np.repeat(np.asarray(v).mean(axis=1), 2, axis=1)  # [B, H, hd]
     np.testing.assert_allclose(np.asarray(chunked_attention(q, k, v, spec, 8))[:, 3], expect, atol=TOL)
+
+
+@pytest.mark.parametrize("heads,kv_heads", [(6, 2), (4, 4), (6, 1)])
+def test_decode_attention_on_sampler_cache_layout_matches_numpy(heads, kv_heads):
+    """The sampler's one-query attention over keys [B, K, hd, T] and values [B, K, T, hd],
+    against a per-head numpy loop (left padding in row 1, slots past the current one not yet
+    written in both rows)."""
+    rng = np.random.default_rng(11)
+    b, t, hd = 2, 23, 8
+    q = rng.normal(size=(b, 1, heads, hd)).astype(np.float32)
+    k = rng.normal(size=(b, kv_heads, t, hd)).astype(np.float32)
+    v = rng.normal(size=(b, kv_heads, t, hd)).astype(np.float32)
+    mask = np.arange(t)[None] <= 17
+    mask = mask & np.asarray(_left_pad_mask(b, t, [0, 5]))
+    k_t = jnp.asarray(k.transpose(0, 1, 3, 2))
+    out = np.asarray(decode_attention(jnp.asarray(q), k_t, jnp.asarray(v), jnp.asarray(mask)))
+    assert out.shape == (b, 1, heads, hd)
+    for row in range(b):
+        for head in range(heads):
+            kv = head // (heads // kv_heads)
+            keys, values = k[row, kv][mask[row]], v[row, kv][mask[row]]
+            scores = keys @ q[row, 0, head] / np.sqrt(hd)
+            weights = np.exp(scores - scores.max())
+            expect = (weights / weights.sum()) @ values
+            np.testing.assert_allclose(out[row, 0, head], expect, atol=TOL)
 
 
 def test_bfloat16_chunked_close_to_dense():

@@ -113,3 +113,26 @@ def test_same_seed_same_samples_other_seed_differs(model):
     # A sample depends on (key, sample index), not on the batch around it: the first prompt's
     # samples come out the same alone (another batch bucket) as in the batch of three.
     assert tokens(generate(CONFIG, params, prompts[:1], sp, jax.random.key(1))) == tokens(a)[:3]
+
+
+@pytest.mark.parametrize("vocab", [5, 1024, 2500])
+def test_blocked_argmax_matches_numpy_first_maximum(vocab):
+    """`argmax_rows` (the sampler's two-level argmax) against numpy's first-index argmax, with
+    ties inside a block, across blocks, and at a ragged last block."""
+    from swe_rl_jax.sampling.sampler import argmax_rows
+
+    rng = np.random.default_rng(vocab)
+    x = rng.integers(-3, 4, size=(16, vocab)).astype(np.float32)  # small integers: many ties
+    x[0] = -np.inf
+    x[1, -1] = 10.0  # the maximum in the ragged last block
+    np.testing.assert_array_equal(np.asarray(argmax_rows(jax.numpy.asarray(x))), np.argmax(x, axis=-1))
+
+
+def test_categorical_rows_draws_what_jax_random_categorical_draws():
+    """Same keys, same draws as `jax.random.categorical` (so the fast argmax keeps the seeds' samples)."""
+    from swe_rl_jax.sampling.sampler import categorical_rows
+
+    keys = jax.random.split(jax.random.key(0), 256)
+    logits = jax.random.normal(jax.random.key(1), (256, 3000)) * 2.0
+    expect = jax.vmap(jax.random.categorical)(keys, logits)
+    np.testing.assert_array_equal(np.asarray(categorical_rows(keys, logits)), np.asarray(expect))

@@ -80,18 +80,21 @@ def layer_qkv(
     return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
 
-def layer_output(
-    config: ModelConfig, x: jax.Array, lp: Params, q: jax.Array, k: jax.Array, v: jax.Array,
-    mask: jax.Array | AttentionMask,
+def attend(
+    config: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | AttentionMask
 ) -> jax.Array:
-    """The second half: attention of `q` over all keys/values `k`, `v` (the cache's, when there
-    is one), output projection and MLP, both residual. Returns the layer's output stream."""
+    """Attention of `q` [B, S, H, hd] over keys/values [B, T, K, hd]: block by block for a
+    compact mask (config.attention_impl == "chunked"), dense for an expanded [B, S, T] one."""
+    if isinstance(mask, AttentionMask):
+        return chunked_attention(q, k, v, mask, config.attention_chunk)
+    return attention(q, k, v, mask)
+
+
+def layer_output(config: ModelConfig, x: jax.Array, lp: Params, attn: jax.Array) -> jax.Array:
+    """The second half: output projection of the attention output `attn` [B, S, H, hd] and the
+    MLP, both residual. Returns the layer's output stream."""
     dtype = x.dtype
     w = lambda name: lp[name].astype(dtype)  # noqa: E731
-    if isinstance(mask, AttentionMask):  # config.attention_impl == "chunked"
-        attn = chunked_attention(q, k, v, mask, config.attention_chunk)
-    else:
-        attn = attention(q, k, v, mask)
     x = x + jnp.einsum("bshk,hkd->bsd", attn, w("o_proj"))
     h = rms_norm(x, lp["mlp_norm"], config.rms_norm_eps)
     return x + swiglu(h, w("gate_proj"), w("up_proj"), w("down_proj"))
@@ -115,7 +118,7 @@ def _layer(
         v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), start)
         kv = (k_cache, v_cache)
         k, v = k_cache.astype(x.dtype), v_cache.astype(x.dtype)
-    return layer_output(config, x, lp, q, k, v, mask), kv
+    return layer_output(config, x, lp, attend(config, q, k, v, mask)), kv
 
 
 def hidden_states(

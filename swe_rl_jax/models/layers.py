@@ -86,6 +86,24 @@ def attention(
     return out.reshape(b, s, h, hd)
 
 
+def decode_attention(q: jax.Array, k_t: jax.Array, v: jax.Array, kv_mask: jax.Array) -> jax.Array:
+    """`attention` for one query per row over the sampler's cache layout.
+
+    q: [B, 1, H, hd]; k_t: keys [B, K, hd, T] (transposed); v: values [B, K, T, hd]; kv_mask:
+    [B, T] bool. Returns [B, 1, H, hd]. With the kv-head axis ahead of the slots, and the keys
+    stored transposed, both contractions are plain row-major batched matmuls over (B, K),
+    [G, hd] @ [hd, T] and [G, T] @ [T, hd]: XLA's CPU backend then neither transposes the cache
+    nor repacks it at every step (docs/SAMPLING.md measures each layout).
+    """
+    b, _, h, hd = q.shape
+    kv_heads = k_t.shape[1]
+    q = q.reshape(b, kv_heads, h // kv_heads, hd)
+    scores = jnp.einsum("bkgd,bkdt->bkgt", q, k_t).astype(jnp.float32) / math.sqrt(hd)
+    scores = jnp.where(kv_mask[:, None, None, :], scores, MASK_VALUE)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    return jnp.einsum("bkgt,bktd->bkgd", probs, v).reshape(b, 1, h, hd)
+
+
 class AttentionMask(NamedTuple):
     """The attention mask in compact form: query s may attend key t iff
 

@@ -1,31 +1,54 @@
 """One decode step (one new token per row) that updates the KV cache in place.
 
-Why not `models.hidden_states` with a cache: it scans the layers with the stacked cache as scan
-input and output, so XLA writes a fresh [L, B, T, K, hd] cache every step, an O(cache) copy
-per generated token. Here the whole cache is the scan *carry*, and each layer writes just its
-new [B, 1, K, hd] row with `dynamic_update_slice`, which XLA performs in place inside the
-decode `while_loop` (SmolLM2-135M on the 2-core CPU, batch 8: 37 vs 45 ms per step; batch 32:
-133 vs 146 ms, best of 5 interleaved runs).
+The decode cache is heads-major, with the keys stored transposed: per layer, keys [B, K, hd, T]
+and values [B, K, T, hd] (`to_decode_cache` converts the prefill's slot-major [L, B, S, K, hd]
+cache once per rollout). One query per row then attends with two row-major batched matmuls over
+(B, K) (`layers.decode_attention`). Over the slot-major layout XLA's CPU backend transposed the
+whole cache at every step, and with untransposed keys it repacked them for the score matmul:
+the attention went from ~30 to ~11 ms of a batch-32 step (docs/SAMPLING.md).
 
-With `config.scan_layers` false the engine passes `params["layers"]` as a list of per-layer
-weight dicts, sliced once per rollout outside the decode loop, and the layers run as an
-unrolled Python loop: a scan slices every layer's weights out of the stacked arrays at every
-step, which on CPU is a copy of all weights per generated token (SmolLM2-135M, 2-core CPU:
-~10-20 % faster steps; the price is a longer compile, ~12 vs ~2 s).
+Why not `models.hidden_states` with a cache: it scans the layers with the stacked cache as scan
+input and output, so XLA writes a fresh cache every step, an O(cache) copy per generated token.
+Here each layer writes just its new column with `dynamic_update_slice`, which XLA performs in
+place inside the decode `while_loop`.
+
+With `config.scan_layers` true the layers are a `lax.scan` over the stacked weights and the
+stacked [L, ...] cache rides in the scan carry. With it false the engine passes
+`params["layers"]` as a list of per-layer weight dicts, sliced once per rollout outside the
+decode loop, the cache as per-layer buffers, and the layers run as an unrolled Python loop: a
+scan slices every layer's weights out of the stacked arrays at every step, which on CPU is a
+copy of all weights per generated token (~10-20 % slower steps; the price of unrolling is a
+longer compile, ~8 vs ~2 s for SmolLM2's 30 layers).
 
 The layer math is the decoder's own (`models.decoder.layer_qkv` / `layer_output`); only the
-cache write between the two halves differs. Attention is always the dense kernel
-(`config.attention_impl` only matters for the prefill): one query per row needs O(T) memory.
+cache write and the attention between the two halves differ. `config.attention_impl` only
+matters for the prefill: one query per row needs O(T) memory.
 """
 from __future__ import annotations
+
+from typing import Optional, Union
 
 import jax
 import jax.numpy as jnp
 
 from swe_rl_jax.models import ModelConfig, logits_from_hidden
 from swe_rl_jax.models.decoder import KVCache, compute_dtype, layer_output, layer_qkv
-from swe_rl_jax.models.layers import rms_norm, rope_tables
+from swe_rl_jax.models.layers import decode_attention, rms_norm, rope_tables
 from swe_rl_jax.models.params import Params
+
+# {"k": [L, B, K, hd, T], "v": [L, B, K, T, hd]} (scanned layers), or per-layer tuples of [B, ...].
+DecodeCache = dict[str, Union[jax.Array, tuple[jax.Array, ...]]]
+
+
+def to_decode_cache(cache: KVCache, num_slots: int, per_layer: bool) -> DecodeCache:
+    """The prefill cache [L, B, S, K, hd] in the decode step's layout, with `num_slots` >= S
+    slots (the new ones zero): keys [L, B, K, hd, T], values [L, B, K, T, hd], or per layer."""
+    new_slots = (0, num_slots - cache["k"].shape[2])
+    k = jnp.pad(cache["k"].transpose(0, 1, 3, 4, 2), [(0, 0)] * 4 + [new_slots])
+    v = jnp.pad(cache["v"].transpose(0, 1, 3, 2, 4), [(0, 0)] * 3 + [new_slots, (0, 0)])
+    if not per_layer:
+        return {"k": k, "v": v}
+    return {"k": tuple(k[i] for i in range(k.shape[0])), "v": tuple(v[i] for i in range(v.shape[0]))}
 
 
 def decode_step(
@@ -34,36 +57,53 @@ def decode_step(
     tokens: jax.Array,
     positions: jax.Array,
     kv_mask: jax.Array,
-    cache: KVCache,
+    cache: DecodeCache,
     slot: jax.Array,
-) -> tuple[jax.Array, KVCache]:
+) -> tuple[jax.Array, DecodeCache]:
     """float32 logits [B, V] for `tokens` [B] written at cache slot `slot`, and the new cache.
 
-    params["layers"]: stacked [L, ...] arrays (scanned) or a list of L per-layer dicts (unrolled).
+    params["layers"]: stacked [L, ...] arrays (scanned; `cache` stacked too) or a list of L
+    per-layer dicts (unrolled; `cache` per layer), see `to_decode_cache`.
     positions: [B] RoPE positions. kv_mask: [B, T], True on the slots a row may attend to; it
     must already include `slot` and exclude every later slot (the engine keeps it so), which
     makes a separate causal mask unnecessary.
     """
     dtype = compute_dtype(config)
     cos, sin = rope_tables(config, positions[:, None])
-    mask = kv_mask[:, None, :]
     x = params["embed"].astype(dtype)[tokens[:, None]]
 
-    def layer(carry: tuple, lp: Params) -> tuple[tuple, None]:
-        x, k_cache, v_cache, index = carry
-        q, k, v = layer_qkv(config, x, lp, cos, sin)
-        start = (index, 0, slot, 0, 0)
-        k_cache = jax.lax.dynamic_update_slice(k_cache, k[None].astype(k_cache.dtype), start)
-        v_cache = jax.lax.dynamic_update_slice(v_cache, v[None].astype(v_cache.dtype), start)
-        x = layer_output(config, x, lp, q, k_cache[index].astype(dtype), v_cache[index].astype(dtype), mask)
-        return (x, k_cache, v_cache, index + 1), None
+    def layer(x: jax.Array, lp: Params, k_cache: jax.Array, v_cache: jax.Array,
+              index: Optional[jax.Array]) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """One layer over its cache: per-layer buffers (index None) or layer `index` of the
+        stacked ones. Writes this token's keys and values at `slot`, then attends."""
+        q, k, v = layer_qkv(config, x, lp, cos, sin)  # k, v: [B, 1, K, hd]
+        lead = () if index is None else (index,)
 
-    carry = (x, cache["k"], cache["v"], jnp.int32(0))
+        def write(buf: jax.Array, column: jax.Array, start: tuple) -> jax.Array:
+            column = column.astype(buf.dtype)
+            return jax.lax.dynamic_update_slice(buf, column[None] if lead else column, (*lead, *start))
+
+        k_cache = write(k_cache, k.transpose(0, 2, 3, 1), (0, 0, 0, slot))  # [B, K, hd, 1]
+        v_cache = write(v_cache, v.transpose(0, 2, 1, 3), (0, 0, slot, 0))  # [B, K, 1, hd]
+        read = lambda buf: (buf if index is None else buf[index]).astype(dtype)  # noqa: E731
+        attn = decode_attention(q, read(k_cache), read(v_cache), kv_mask)
+        return layer_output(config, x, lp, attn), k_cache, v_cache
+
     if isinstance(params["layers"], (list, tuple)):  # unstacked (see the module docstring)
-        for lp in params["layers"]:
-            carry, _ = layer(carry, lp)
+        ks, vs = [], []
+        for lp, k_cache, v_cache in zip(params["layers"], cache["k"], cache["v"]):
+            x, k_cache, v_cache = layer(x, lp, k_cache, v_cache, None)
+            ks.append(k_cache)
+            vs.append(v_cache)
+        new_cache = {"k": tuple(ks), "v": tuple(vs)}
     else:
-        carry, _ = jax.lax.scan(layer, carry, params["layers"])
-    x, k_cache, v_cache, _ = carry
+        def scanned(carry: tuple, lp: Params) -> tuple[tuple, None]:
+            x, k_cache, v_cache, index = carry
+            x, k_cache, v_cache = layer(x, lp, k_cache, v_cache, index)
+            return (x, k_cache, v_cache, index + 1), None
+
+        carry = (x, cache["k"], cache["v"], jnp.int32(0))
+        (x, k_cache, v_cache, _), _ = jax.lax.scan(scanned, carry, params["layers"])
+        new_cache = {"k": k_cache, "v": v_cache}
     h = rms_norm(x, params["final_norm"], config.rms_norm_eps)
-    return logits_from_hidden(config, params, h)[:, 0], {"k": k_cache, "v": v_cache}
+    return logits_from_hidden(config, params, h)[:, 0], new_cache

@@ -30,7 +30,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from swe_rl_jax.models import ModelConfig, hidden_states, init_cache, logits_from_hidden, positions_from_mask
 from swe_rl_jax.models.params import Params
 from swe_rl_jax.sampling.buckets import Buckets
-from swe_rl_jax.sampling.decode import decode_step
+from swe_rl_jax.sampling.decode import DecodeCache, decode_step, to_decode_cache
 from swe_rl_jax.sampling.params import SamplingParams
 from swe_rl_jax.sampling.results import SampleResult, finish
 from swe_rl_jax.sampling.sampler import select_tokens
@@ -66,7 +66,7 @@ class _Loop(NamedTuple):
     """The decode loop's carry."""
 
     step: jax.Array  # the token index being computed
-    cache: dict[str, jax.Array]
+    cache: DecodeCache  # heads-major (sampling/decode.py)
     kv_mask: jax.Array  # [B, T], the slots each row may attend to
     token: jax.Array  # [B], the token sampled at step - 1
     done: jax.Array  # [B], hit an EOS id
@@ -107,23 +107,24 @@ def rollout(
 
     # Prefill: every unique prompt once; only the last slot's logits are needed (left padding
     # puts each prompt's last token there).
-    cache = jax.tree.map(lambda c: shard(c, 1), init_cache(config, num_prompts, num_slots))
-    kv_mask = jnp.concatenate(
-        [prompt_mask, jnp.zeros((num_prompts, static.new_tokens), bool)], axis=1)
+    # The prefill's cache holds the prompt slots only; the decode layout adds the new ones.
+    cache = jax.tree.map(lambda c: shard(c, 1), init_cache(config, num_prompts, prompt_slots))
     h, cache = hidden_states(config, params, prompt_tokens, positions_from_mask(prompt_mask),
-                             kv_mask=kv_mask, cache=cache, cache_index=0)
+                             kv_mask=prompt_mask, cache=cache, cache_index=0)
     logits = logits_from_hidden(config, params, h[:, -1:])[:, 0]
 
     # Fan out: sample r continues prompt row_of[r]; the n samples of a prompt share its prefill.
     row_of = request.row_of
     cache = jax.tree.map(lambda c: shard(c[:, row_of], 1), cache)
-    kv_mask = shard(kv_mask[row_of])
+    kv_mask = shard(jnp.concatenate([prompt_mask[row_of], jnp.zeros((batch, static.new_tokens), bool)], axis=1))
     logits = shard(logits[row_of])
     prompt_len = prompt_mask.sum(axis=1, dtype=jnp.int32)[row_of]
 
     if not config.scan_layers:  # slice each layer's weights once, not at every decode step
         params = {**params, "layers": [jax.tree.map(lambda a, i=i: a[i], params["layers"])
                                        for i in range(config.num_layers)]}
+    cache = jax.tree.map(lambda c: shard(c, c.ndim - 4),
+                         to_decode_cache(cache, num_slots, per_layer=not config.scan_layers))
     token, logp, logp_trunc = sample(logits, jnp.int32(0))
     first = lambda value, dtype: jnp.zeros((batch, static.new_tokens), dtype).at[:, 0].set(value)  # noqa: E731
     state = _Loop(step=jnp.int32(1), cache=cache, kv_mask=kv_mask, token=token, done=is_eos(token),

@@ -24,8 +24,37 @@ import jax
 import jax.numpy as jnp
 
 
+_ARGMAX_BLOCK = 1024
+
+
 def _pick(values: jax.Array, index: jax.Array) -> jax.Array:
     return jnp.take_along_axis(values, index[:, None], axis=-1)[:, 0]
+
+
+def argmax_rows(x: jax.Array) -> jax.Array:
+    """`jnp.argmax(x, axis=-1)` for x [B, V] (the first index of each row's maximum), int32.
+
+    Two levels: the maximum of each block of `_ARGMAX_BLOCK` entries, then argmax over the
+    block maxima and inside the winning block. XLA's CPU backend lowers argmax to a (value,
+    index) pair reduction that does not vectorize: ~4 ms for a [32, 49152] float32 row batch on
+    the 2-core sandbox, ~5 % of a decode step, against ~0.2 ms here (docs/SAMPLING.md).
+    """
+    rows, size = x.shape
+    block = min(_ARGMAX_BLOCK, size)
+    num_blocks = -(-size // block)
+    blocks = jnp.pad(x, ((0, 0), (0, num_blocks * block - size)), constant_values=-jnp.inf)
+    blocks = blocks.reshape(rows, num_blocks, block)
+    best_block = jnp.argmax(blocks.max(axis=-1), axis=-1)
+    inside = jnp.argmax(jnp.take_along_axis(blocks, best_block[:, None, None], axis=1)[:, 0], axis=-1)
+    return (best_block * block + inside).astype(jnp.int32)
+
+
+def categorical_rows(keys: jax.Array, logits: jax.Array) -> jax.Array:
+    """Row r drawn from softmax(logits[r]) with keys[r]: the same draws as
+    `jax.vmap(jax.random.categorical)(keys, logits)` (Gumbel-max with the same Gumbel noise),
+    with the fast `argmax_rows`."""
+    noise = jax.vmap(lambda key: jax.random.gumbel(key, logits.shape[1:], logits.dtype))(keys)
+    return argmax_rows(logits + noise)
 
 
 def select_tokens(
@@ -45,15 +74,14 @@ def select_tokens(
     greedy, top_k, use_top_p: static, they choose the computation.
     """
     if greedy:
-        tokens = jnp.argmax(logits, axis=-1).astype(jnp.int32)
-        logp = _pick(jax.nn.log_softmax(logits, axis=-1), tokens)
+        tokens = argmax_rows(logits)
+        logp = _pick(logits, tokens) - jax.nn.logsumexp(logits, axis=-1)
         return tokens, logp, jnp.zeros_like(logp)
 
     scaled = logits / temperature
     logp_full = jax.nn.log_softmax(scaled, axis=-1)
-    draw = jax.vmap(jax.random.categorical)
     if top_k == 0 and not use_top_p:
-        tokens = draw(keys, scaled).astype(jnp.int32)
+        tokens = categorical_rows(keys, scaled)
         logp = _pick(logp_full, tokens)
         return tokens, logp, logp
 
@@ -64,7 +92,7 @@ def select_tokens(
         probs = jax.nn.softmax(candidates, axis=-1)
         mass_before = jnp.cumsum(probs, axis=-1) - probs
         candidates = jnp.where(mass_before < top_p, candidates, -jnp.inf)
-    choice = draw(keys, candidates)
+    choice = categorical_rows(keys, candidates)
     tokens = _pick(candidate_ids, choice).astype(jnp.int32)
     logp_truncated = _pick(jax.nn.log_softmax(candidates, axis=-1), choice)
     return tokens, _pick(logp_full, tokens), logp_truncated
