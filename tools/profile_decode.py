@@ -6,8 +6,9 @@ Runs one greedy rollout (the same chat prompts as tools/bench_sampling.py) to co
 second one under `jax.profiler.trace`, and sums the traced XLA ops by the JAX operation they come
 from (the `op_name` of the compiled HLO, plus the output shape). Ops that run once per decode
 step (their count is a multiple of the `new tokens - 1` loop iterations) are reported per step;
-the others (prefill, fan-out, layout conversion) once. Tracing adds a little time per op, so the
-per-step sum is above an untraced step: read shares, not absolute times. --prompt-tokens > 0
+the others (prefill, fan-out, layout conversion) once. The sum is above an untraced step: tracing
+adds time per op, and ops XLA runs concurrently (the gate and up matmuls) each count their full
+duration. Read shares, and compare like with like, not absolute times. --prompt-tokens > 0
 replaces the chat prompts by random prompts of that length (long-context decode).
 """
 from __future__ import annotations

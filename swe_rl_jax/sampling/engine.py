@@ -107,10 +107,12 @@ def rollout(
 
     # Prefill: every unique prompt once; only the last slot's logits are needed (left padding
     # puts each prompt's last token there).
-    # The prefill's cache holds the prompt slots only; the decode layout adds the new ones.
+    # The prefill's cache holds the prompt slots only; the decode layout adds the new ones. The
+    # prefill always scans its layers: slicing the weights inside the scan is amortized over
+    # every prompt token, and it ran faster than unrolled layers (docs/SAMPLING.md).
     cache = jax.tree.map(lambda c: shard(c, 1), init_cache(config, num_prompts, prompt_slots))
-    h, cache = hidden_states(config, params, prompt_tokens, positions_from_mask(prompt_mask),
-                             kv_mask=prompt_mask, cache=cache, cache_index=0)
+    h, cache = hidden_states(config.replace(scan_layers=True), params, prompt_tokens,
+                             positions_from_mask(prompt_mask), kv_mask=prompt_mask, cache=cache, cache_index=0)
     logits = logits_from_hidden(config, params, h[:, -1:])[:, 0]
 
     # Fan out: sample r continues prompt row_of[r]; the n samples of a prompt share its prefill.
