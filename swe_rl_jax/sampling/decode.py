@@ -18,7 +18,7 @@ stacked [L, ...] cache rides in the scan carry. With it false the engine passes
 decode loop, the cache as per-layer buffers, and the layers run as an unrolled Python loop: a
 scan slices every layer's weights out of the stacked arrays at every step, which on CPU is a
 copy of all weights per generated token (~10-20 % slower steps; the price of unrolling is a
-longer compile, ~8 vs ~2 s for SmolLM2's 30 layers).
+longer compile, ~5 vs ~2 s for SmolLM2's 30 layers).
 
 The layer math is the decoder's own (`models.decoder.layer_qkv` / `layer_output`); only the
 cache write and the attention between the two halves differ. `config.attention_impl` only
