@@ -234,6 +234,23 @@ class Engine:
             top_p=np.float32(sp.top_p), max_new_tokens=np.int32(sp.max_new_tokens))
         return request, num_samples
 
+    def _inputs(self, config: ModelConfig, params: Params, prompts_token_ids: Sequence[Sequence[int]],
+                sp: SamplingParams) -> tuple[_Static, Params, _Request, int]:
+        """The compiled program's static options and placed inputs, and the sample count."""
+        eos_ids = config.eos_token_ids if sp.eos_ids is None else sp.eos_ids
+        request, num_samples = self._pack(prompts_token_ids, sp, eos_ids)
+        static = _Static(self.buckets.new_tokens(sp.max_new_tokens), sp.greedy, sp.top_k,
+                         sp.uses_top_p, self.mesh, self.data_axis)
+        params, request = self._place(params, request)
+        return static, params, request, num_samples
+
+    def lower(self, config: ModelConfig, params: Params, prompts_token_ids: Sequence[Sequence[int]],
+              sampling_params: SamplingParams) -> jax.stages.Lowered:
+        """The program `generate` runs for these arguments, lowered (for inspection: e.g.
+        `.compile().as_text()` names the ops of a profile, see tools/profile_decode.py)."""
+        static, params, request, _ = self._inputs(config, params, prompts_token_ids, sampling_params)
+        return self._compiled.lower(config, static, params, request, jax.random.key(0))
+
     def generate(
         self,
         config: ModelConfig,
@@ -249,13 +266,9 @@ class Engine:
             return []
         if sp.stop and tokenizer is None:
             raise ValueError("stop strings need a tokenizer (they are matched on decoded text)")
-        eos_ids = config.eos_token_ids if sp.eos_ids is None else sp.eos_ids
         if isinstance(rng, int):
             rng = jax.random.key(rng)
-        request, num_samples = self._pack(prompts_token_ids, sp, eos_ids)
-        static = _Static(self.buckets.new_tokens(sp.max_new_tokens), sp.greedy, sp.top_k,
-                         sp.uses_top_p, self.mesh, self.data_axis)
-        params, request = self._place(params, request)
+        static, params, request, num_samples = self._inputs(config, params, prompts_token_ids, sp)
         outputs = jax.device_get(self._compiled(config, static, params, request, rng))
         tokens, logp, logp_trunc, lengths, hit_eos = (np.asarray(o) for o in outputs)
         results = []
