@@ -1,9 +1,11 @@
 """Where a rollout's time goes, op by op: the engine on SmolLM2-135M-Instruct under jax.profiler.
 
-    python tools/profile_decode.py [--batch 32] [--new-tokens 32] [--prompt-tokens 0] [--unrolled] [--top 15]
+    python tools/profile_decode.py [--batch 32] [--new-tokens 32] [--prompt-tokens 0] [--unrolled] [--top 15] [--repeats 3]
 
-Runs one greedy rollout (the same chat prompts as tools/bench_sampling.py) to compile, then a
-second one under `jax.profiler.trace`, and sums the traced XLA ops by the JAX operation they come
+First the untraced times: one greedy rollout (the same chat prompts as tools/bench_sampling.py)
+compiles, then `generate` with 1 and with --new-tokens new tokens (one compiled program: the
+new-token bucket is pinned) gives, best of --repeats, the prefill + first token and the time per
+decode step. Then one rollout runs under `jax.profiler.trace`, and sums the traced XLA ops by the JAX operation they come
 from (the `op_name` of the compiled HLO, plus the output shape). Ops that run once per decode
 step (their count is a multiple of the `new tokens - 1` loop iterations) are reported per step;
 the others (prefill, fan-out, layout conversion) once. The sum is above an untraced step: tracing
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import glob
 import gzip
 import json
@@ -22,6 +25,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -59,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=0)
     parser.add_argument("--unrolled", action="store_true", help="model.scan_layers false")
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     if args.new_tokens < 2:
         parser.error("--new-tokens must be >= 2 (one decode step at least)")
@@ -69,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench_sampling import prompts
     from swe_rl_jax.checkpoints import load_hf
-    from swe_rl_jax.sampling import Engine, SamplingParams
-    from swe_rl_jax.sampling.engine import _Static
+    from swe_rl_jax.sampling import Buckets, Engine, SamplingParams
     from swe_rl_jax.tokenizer import load_tokenizer, smollm2_gguf_path
 
     path = smollm2_gguf_path()
@@ -81,21 +85,28 @@ def main(argv: list[str] | None = None) -> int:
         batch_prompts = rng.integers(100, config.vocab_size, (args.batch, args.prompt_tokens)).tolist()
     else:
         batch_prompts = prompts(load_tokenizer(path), args.batch)
-    engine = Engine()
+    engine = Engine(Buckets(new_tokens_floor=args.new_tokens))  # 1 and N new tokens: one program
     sp = SamplingParams(max_new_tokens=args.new_tokens, temperature=0.0, eos_ids=())
     engine.generate(config, params, batch_prompts, sp, 0)  # compiles
+
+    def best_seconds(new_tokens: int) -> float:
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            engine.generate(config, params, batch_prompts, dataclasses.replace(sp, max_new_tokens=new_tokens), 0)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    first_token, full = best_seconds(1), best_seconds(args.new_tokens)
+    step_ms = (full - first_token) / (args.new_tokens - 1) * 1000
 
     trace_dir = tempfile.mkdtemp()
     with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
         engine.generate(config, params, batch_prompts, sp, 0)
     micros, counts = traced_op_times(trace_dir)
 
-    # The compiled program's text, to name each traced instruction (engine internals: this is a
-    # diagnostic tool, it lowers exactly what `generate` ran).
-    request, _ = engine._pack(batch_prompts, sp, config.eos_token_ids)
-    static = _Static(engine.buckets.new_tokens(sp.max_new_tokens), True, 0, False, None, "data")
-    sources = op_sources(engine._compiled.lower(config, static, params, request, jax.random.key(0))
-                         .compile().as_text())
+    sources = op_sources(engine.lower(config, params, batch_prompts, sp).compile().as_text())
+    prompt_bucket = engine.buckets.prompt(max(len(p) for p in batch_prompts))
 
     steps = args.new_tokens - 1
     per_step, once, runs = collections.Counter(), collections.Counter(), collections.Counter()
@@ -107,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             once[source] += us / 1000
     print(f"# SmolLM2-135M-Instruct float32, batch {args.batch}, {args.new_tokens} new tokens, "
-          f"{'unrolled' if args.unrolled else 'scanned'} layers, prompt bucket {request.prompt_tokens.shape[1]}")
+          f"{'unrolled' if args.unrolled else 'scanned'} layers, prompt bucket {prompt_bucket}")
+    print(f"\nuntraced (best of {args.repeats}): prefill + first token {first_token * 1000:.0f} ms, "
+          f"decode step {step_ms:.1f} ms")
     print(f"\nper decode step: {sum(per_step.values()):.1f} ms traced ({steps} steps)\n")
     print("| ms/step | share | ops/step | jax op  output shape |\n|---:|---:|---:|---|")
     total = sum(per_step.values())
