@@ -55,8 +55,8 @@ CTX = {"a.py": "".join(f"v{i} = {i}\n" for i in range(30))}
 def swe_rl_task(i: int) -> RewardTask:
     """Task i has its own oracle, so every result differs and order mistakes show."""
     oracle = {"a.py": CTX["a.py"].replace(f"v{i % 30} = {i % 30}\n", f"v{i % 30} = {i}\n")}
-    response = ("<think>t</think><solution>\n### a.py\n<<<<<<< SEARCH\nv3 = 3\n=======\nv3 = 33\n"
-                ">>>>>>> REPLACE\n</solution>")
+    response = ("<think>t</think><solution>\n```\n### a.py\n<<<<<<< SEARCH\nv3 = 3\n=======\nv3 = 33\n"
+                ">>>>>>> REPLACE\n```\n</solution>")
     if i % 7 == 0:
         response = "no tags"
     return RewardTask("swe_rl", {"code_context": CTX, "oracle_new_content": oracle}, response)

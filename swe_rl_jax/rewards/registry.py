@@ -8,7 +8,7 @@ reward registered at import time of any importable module is reachable from a co
 pool workers (which do not share the parent's in-memory registry under spawn/forkserver).
 
 Built-in rewards and the `meta` keys they read:
-  swe_rl, swe_rl_discrete        code_context, oracle_new_content
+  swe_rl, swe_rl_lenient, swe_rl_discrete  code_context, oracle_new_content
   sorft_edit, sorft_edit_similarity  code_context, oracle_new_content, beta (optional, 3.0)
   sorft_file, sorft_function, sorft_line  ground_truth, candidates, beta (optional, 3.0)
 """
@@ -91,6 +91,10 @@ def _swe_rl(meta: Mapping[str, Any], response: str) -> RewardResult:
     return swe_rl.compute_swe_rl(meta["code_context"], meta["oracle_new_content"], response, False)
 
 
+def _swe_rl_lenient(meta: Mapping[str, Any], response: str) -> RewardResult:
+    return swe_rl.compute_swe_rl(meta["code_context"], meta["oracle_new_content"], response, False, fenced=False)
+
+
 def _swe_rl_discrete(meta: Mapping[str, Any], response: str) -> RewardResult:
     return swe_rl.compute_swe_rl(meta["code_context"], meta["oracle_new_content"], response, True)
 
@@ -110,6 +114,7 @@ def _localization_reward(subtask: str) -> RewardFn:
 
 
 register_reward("swe_rl", _swe_rl, swe_rl.SWE_RL_MIN_SCORE)
+register_reward("swe_rl_lenient", _swe_rl_lenient, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("swe_rl_discrete", _swe_rl_discrete, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("sorft_edit", _edit_reward("lines"), edit.EDIT_MIN_SCORE)
 register_reward("sorft_edit_similarity", _edit_reward("similarity"), edit.EDIT_MIN_SCORE)
