@@ -1,11 +1,18 @@
 """Where instances come from: SWE-bench-format files, and read-only access to git repositories.
 
+Instance files are JSON arrays, JSONL, or Parquet (the format of dataset hubs), read by one
+loader, `load_instances`. Exports that name a field differently are read through `FIELD_ALIASES`
+(e.g. `golden_patch` for `patch`) or an explicit `{field: column}` mapping (`--field
+patch=golden_patch`), which wins over the aliases.
+
 Pre-patch sources are read straight from the object database (`git ls-tree -r -z` for the file
 list, one `git cat-file --batch` call for the contents): nothing is checked out, the user's working
 tree, index and HEAD are never touched, and no scratch worktree has to be cleaned up.
 
-Repository lookup for `--repos DIR`: an instance with `repo = "owner/name"` is read from
-`DIR/owner__name` (the SWE-bench image layout) if that directory exists, else from `DIR/name`.
+Repository lookup for `--repos DIR`: an instance with `repo = "owner/name"` is read from the first
+of `DIR/owner__name` (the SWE-bench image layout), `DIR/owner/name` (a tree of clones), `DIR/name`
+that exists, each also tried with a `.git` suffix (bare clones); a clone, a bare clone or a
+worktree all work.
 """
 from __future__ import annotations
 
@@ -20,6 +27,14 @@ from typing import Any, Iterable, Mapping
 from swe_rl_jax.data.records import iter_jsonl
 
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch")
+OPTIONAL_FIELDS = ("test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "created_at")
+# Other names that real exports use for a field; the canonical name wins when both are present.
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {
+    "patch": ("golden_patch", "gold_patch"),
+    "FAIL_TO_PASS": ("fail_to_pass",),
+    "PASS_TO_PASS": ("pass_to_pass",),
+}
+REPOS_LAYOUT = "<owner>__<name> or <owner>/<name> (a clone, bare clone or worktree; <name>.git works too)"
 # Regular files only: symlinks (120000) hold a target path and gitlinks (160000) a commit.
 _REGULAR_MODES = (b"100644", b"100755")
 # Variables that would point git at another repository than the one we name with -C.
@@ -66,13 +81,41 @@ def _test_list(value: Any, where: str, field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def check_field_map(fields: Mapping[str, str]) -> None:
+    """`{canonical field: column of the export}`: the keys must be instance fields."""
+    known = REQUIRED_FIELDS + OPTIONAL_FIELDS
+    for field, column in fields.items():
+        if field not in known:
+            raise InputError(f"--field {field}={column}: {field!r} is not an instance field; known: {', '.join(known)}")
+
+
+def canonical_fields(data: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
+    """`data` with each instance field filled from its explicit column (`fields`), else from its
+    first alias present, unless it is there under its own name."""
+    out = dict(data)
+    for field in REQUIRED_FIELDS + OPTIONAL_FIELDS:
+        if field in fields:
+            if fields[field] in data:
+                out[field] = data[fields[field]]
+            continue
+        if field not in out:
+            for alias in FIELD_ALIASES.get(field, ()):
+                if alias in data:
+                    out[field] = data[alias]
+                    break
+    return out
+
+
 def instance_from_dict(data: Any, where: str) -> Instance:
-    """Validates one SWE-bench object; `where` ("file:line") prefixes every error."""
+    """Validates one SWE-bench object (canonical field names); `where` ("file:line") prefixes every error."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
     for field in REQUIRED_FIELDS:
         if field not in data:
-            raise InputError(f"{where}: missing field {field!r}")
+            aliases = FIELD_ALIASES.get(field, ())
+            hint = f" (nor {' or '.join(repr(a) for a in aliases)})" if aliases else ""
+            raise InputError(f"{where}: missing field {field!r}{hint}; map another column with "
+                             f"--field {field}=COLUMN")
         if not isinstance(data[field], str):
             raise InputError(f"{where}: field {field!r} must be a string, got {type(data[field]).__name__}")
     for field in ("instance_id", "repo"):
@@ -91,31 +134,49 @@ def instance_from_dict(data: Any, where: str) -> Instance:
     )
 
 
-def load_instances(path: str | Path, require_patch: bool = True) -> list[Instance]:
-    """Reads a JSON array or a JSONL file of SWE-bench instances, in file order.
+def _rows(path: Path) -> Iterable[tuple[str, Any]]:
+    """(where, row) of a Parquet file, a JSON array or a JSONL file (decided by suffix and content)."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
 
-    `require_patch=False` is for inference (`resolve`): a missing or null `patch` reads as "".
-    """
-    path = Path(path)
-
-    def parse(item: Any, where: str) -> Instance:
-        if not require_patch and isinstance(item, dict):
-            item = {**item, "patch": item.get("patch") or ""}
-        return instance_from_dict(item, where)
-
-    if not path.is_file():
-        raise InputError(f"instances file not found: {path}")
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as e:  # pyarrow raises ArrowInvalid / OSError subclasses on damaged files
+            raise InputError(f"{path}: not a readable Parquet file: {e}") from None
+        return ((f"{path}[{i}]", row) for i, row in enumerate(rows))
     with path.open("rb") as f:
         is_array = f.read(1024).lstrip().startswith(b"[")
     if not is_array:
-        return [parse(item, f"{path}:{lineno}") for lineno, item in iter_jsonl(path, InputError)]
+        return ((f"{path}:{lineno}", item) for lineno, item in iter_jsonl(path, InputError))
     try:
         items = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{e.lineno}: malformed JSON array: {e.msg}") from None
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text: {e}") from None
-    return [parse(item, f"{path}[{i}]") for i, item in enumerate(items)]
+    return ((f"{path}[{i}]", item) for i, item in enumerate(items))
+
+
+def load_instances(path: str | Path, require_patch: bool = True,
+                   fields: Mapping[str, str] | None = None) -> list[Instance]:
+    """Reads SWE-bench instances from a JSON array, a JSONL file or a Parquet file, in file order.
+
+    `fields` maps instance fields to the export's column names (see the module docstring).
+    `require_patch=False` is for inference (`resolve`): a missing or null `patch` reads as "".
+    """
+    path = Path(path)
+    fields = dict(fields or {})
+    check_field_map(fields)
+    if not path.is_file():
+        raise InputError(f"instances file not found: {path}")
+    out = []
+    for where, item in _rows(path):
+        if isinstance(item, dict):
+            item = canonical_fields(item, fields)
+            if not require_patch:
+                item["patch"] = item.get("patch") or ""
+        out.append(instance_from_dict(item, where))
+    return out
 
 
 class RepoLocator:
@@ -125,16 +186,28 @@ class RepoLocator:
         self.repos_dir = Path(repos_dir) if repos_dir is not None else None
         self.explicit = dict(explicit or {})
 
+    def candidates(self, repo: str) -> list[Path]:
+        """Where `repo` ("owner/name") may live under `repos_dir`, in lookup order."""
+        if self.repos_dir is None:
+            return []
+        owner, _, name = repo.rpartition("/")
+        names = [f"{owner}__{name}", f"{owner}/{name}", name] if owner else [name]
+        return [self.repos_dir / (n + suffix) for n in names for suffix in ("", ".git")]
+
     def find(self, repo: str) -> Path | None:
         if repo in self.explicit:
             return self.explicit[repo]
-        if self.repos_dir is None:
-            return None
-        owner_name = repo.replace("/", "__")
-        for candidate in (self.repos_dir / owner_name, self.repos_dir / repo.rsplit("/", 1)[-1]):
-            if candidate.is_dir():
-                return candidate
-        return None
+        return next((c for c in self.candidates(repo) if c.is_dir()), None)
+
+    def require_some(self, repos: Iterable[str]) -> None:
+        """InputError naming the expected layout when none of `repos` is found: a wrong layout,
+        not a few missing clones (those are counted per instance and reported)."""
+        names = sorted(set(repos))
+        if not names or any(self.find(r) is not None for r in names):
+            return
+        example = self.candidates(names[0])
+        raise InputError(f"none of the {len(names)} repositories the instances name is under {self.repos_dir}: "
+                         f"expected {REPOS_LAYOUT}, e.g. {example[0]} or {example[2]}")
 
 
 def run_git(repo: Path, *args: str, input: bytes | None = None) -> bytes:

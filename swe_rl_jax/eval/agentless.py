@@ -1,4 +1,4 @@
-"""Agentless-style inference (METHODS.md §3): issue + repository at base commit → one patch.
+"""Agentless-style inference (docs/METHODS.md §3): issue + repository at base commit → one patch.
 
 Per instance, with a policy `respond(prompts, n) -> [[answer] * n per prompt]`:
 
@@ -87,7 +87,8 @@ class AgentlessOptions:
     tree_max_tokens: int = 8192  # budget of the repository tree (chars/4 estimate)
     max_shown_lines: int = 800  # code lines per line/edit prompt
     semantics: Literal["agentless", "swe_rl"] = "agentless"  # how SEARCH/REPLACE blocks are applied
-    file_patterns: tuple[str, ...] = ("*.py",)
+    file_patterns: tuple[str, ...] = ("*.py",)  # source files: file-name patterns or path globs
+    exclude_patterns: tuple[str, ...] = ()  # e.g. `doc/**`
     include_tests: bool = False
     lexical_max_files: int = 5000  # files whose contents the lexical fallback reads
 
@@ -279,7 +280,7 @@ class _Repo:
 
     def __init__(self, snapshot: Snapshot, options: AgentlessOptions):
         self.snapshot = snapshot
-        self.filter = SourceFilter(options.file_patterns, options.include_tests)
+        self.filter = SourceFilter(options.file_patterns, options.include_tests, options.exclude_patterns)
         self.source_files = [p for p in snapshot.files if self.filter(p)]
         self._outlines: dict[str, Optional[tuple[Item, ...]]] = {}
         self._skeletons: dict[str, Optional[str]] = {}

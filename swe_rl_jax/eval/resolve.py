@@ -22,7 +22,8 @@ from swe_rl_jax.sampling import SamplingParams
 @dataclass(frozen=True)
 class ResolveConfig:
     instances: str = ""  # SWE-bench instances (JSONL or JSON array); --instances
-    repos: str = ""  # directory of clones: <owner>__<name> or <name>; --repos
+    repos: str = ""  # directory of clones: <owner>__<name>, <owner>/<name> or <name>; --repos
+    fields: dict[str, str] = field(default_factory=dict)  # instance field -> column of the export (docs/DATA.md)
     out: str = "outputs/predictions.jsonl"  # --out
     trace_out: str = ""  # default: <out stem>.trace.jsonl next to `out`
     model: ModelSource = field(default_factory=ModelSource)
@@ -82,12 +83,13 @@ class SamplerPolicy:
 
 def run_resolve(config: ResolveConfig, respond: Optional[Any] = None) -> dict[str, Any]:
     """Runs the pipeline with `respond` (default: the configured model on the JAX sampler)."""
-    instances = load_instances(config.instances, require_patch=False)
+    instances = load_instances(config.instances, require_patch=False, fields=config.fields)
     if config.instance_ids:
         wanted = set(config.instance_ids)
         instances = [i for i in instances if i.instance_id in wanted]
     if config.limit:
         instances = instances[: config.limit]
+    RepoLocator(config.repos).require_some(i.repo for i in instances)
     policy = None
     if respond is None:
         from swe_rl_jax.parallel import get_rules, make_mesh

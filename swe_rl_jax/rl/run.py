@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
-from swe_rl_jax.data.records import SPLITS, TaskRecord, read_records, read_split_records, records_file
+from swe_rl_jax.data.records import SPLITS, SubtaskCounts, TaskRecord, read_split_records
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
 from swe_rl_jax.rewards import RewardPool, check_reward_names, score_batch
@@ -127,20 +127,18 @@ class PromptStream:
         return out
 
 
-def load_prompts(config: RLConfig, tokenizer: Any) -> tuple[list[Prompt], int]:
-    """(prompt ids, record) pairs of the configured split and subtasks; and how many were too long."""
-    prompts, too_long = [], 0
-    for subtask in config.subtasks or SUBTASKS:
-        path = records_file(config.records_dir, config.split, subtask)
-        if not path.is_file():
+def load_prompts(config: RLConfig, tokenizer: Any) -> tuple[list[Prompt], SubtaskCounts]:
+    """(prompt ids, record) pairs of the configured split and subtasks; and the records kept and
+    skipped (`prompt_too_long`: over `max_prompt_tokens`) per subtask."""
+    prompts, counts = [], SubtaskCounts()
+    for record in read_split_records(config.records_dir, config.split, config.subtasks):
+        ids = tokenizer.encode_prompt(record.messages)
+        if len(ids) > config.max_prompt_tokens:
+            counts.skip(record.subtask, "prompt_too_long")
             continue
-        for record in read_records(path):
-            ids = tokenizer.encode_prompt(record.messages)
-            if len(ids) > config.max_prompt_tokens:
-                too_long += 1
-                continue
-            prompts.append((ids, record))
-    return prompts, too_long
+        counts.keep(record.subtask)
+        prompts.append((ids, record))
+    return prompts, counts
 
 
 def heldout_evaluator(config: RLConfig, model_config: Any, tokenizer: Any, sampling: SamplingParams,
@@ -188,7 +186,9 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     mesh, rules = make_mesh(config.mesh), get_rules(config.rules)
     model_config, params, tokenizer = load_policy(config.model, mesh, rules)
-    prompts, too_long = load_prompts(config, tokenizer)
+    prompts, counts = load_prompts(config, tokenizer)
+    print(f"rl prompts ({config.split}): {counts.describe()}", flush=True)
+    too_long = counts.total_skipped()
     ppo = config.algorithm == "ppo"
     opt_config = dataclasses.replace(config.optimizer, total_steps=config.num_steps)
     if ppo:
@@ -282,7 +282,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         critic_checkpointer.close()
     writer.close()
     summary: dict[str, Any] = {"steps": position, "finished": position == config.num_steps,
-                               "prompts": len(prompts), "prompts_too_long": too_long,
+                               "prompts": len(prompts), "prompts_too_long": too_long, "records": counts.to_json(),
                                "reward_first": history[0]["reward_mean"] if history else None,
                                "reward_last": history[-1]["reward_mean"] if history else None}
     if heldout_history:

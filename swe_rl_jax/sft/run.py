@@ -18,7 +18,7 @@ import numpy as np
 
 from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
-from swe_rl_jax.data.records import read_split_records, records_file
+from swe_rl_jax.data.records import SubtaskCounts, iter_jsonl, read_split_records, records_file
 from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.rules import MeshSharding
@@ -77,9 +77,23 @@ def _sft_subtasks(config: SFTConfig) -> list[str]:
     return chosen
 
 
-def _count(sft_dir: str, split: str, subtasks: list[str]) -> int:
-    paths = [records_file(sft_dir, split, s) for s in subtasks]
-    return sum(sum(1 for line in p.open(encoding="utf-8") if line.strip()) for p in paths if p.is_file())
+def sft_example_counts(config: SFTConfig, split: str, subtasks: list[str], tokenizer: Any) -> SubtaskCounts:
+    """SFT examples per subtask that fit the packed row lengths, and those the seqio pipeline drops
+    (`prompt_too_long`: over `inputs_length`; `response_too_long`: over `targets_length`), counted
+    with the tokenization the tasks use (`ChatTokenizer.encode_prompt` / `encode_response`)."""
+    counts = SubtaskCounts()
+    for subtask in subtasks:
+        path = records_file(config.sft_dir, split, subtask)
+        if not path.is_file():
+            continue
+        for _, row in iter_jsonl(path):
+            if len(tokenizer.encode_prompt(row["messages"])) > config.inputs_length:
+                counts.skip(subtask, "prompt_too_long")
+            elif len(tokenizer.encode_response(row["response"])) > config.targets_length:
+                counts.skip(subtask, "response_too_long")
+            else:
+                counts.keep(subtask)
+    return counts
 
 
 class SeqioBatches:
@@ -131,7 +145,11 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     rules = get_rules(config.rules)
     model_config, params, tokenizer = load_policy(config.model, mesh, rules)
     subtasks = _sft_subtasks(config)
-    n_train = _count(config.sft_dir, "train", subtasks)
+    counts = sft_example_counts(config, "train", subtasks, tokenizer)
+    print(f"sft examples (train): {counts.describe()}", flush=True)
+    n_train = sum(counts.kept.values())
+    require(n_train > 0, "inputs_length", f"no SFT example fits inputs_length={config.inputs_length} and "
+            f"targets_length={config.targets_length}: {counts.describe()}")
     # An epoch is counted in examples / batch rows; with packing a row holds several examples, so
     # this over-counts steps per epoch (never under-trains). Set num_steps to control it exactly.
     num_steps = config.num_steps or max(1, math.ceil(config.epochs * n_train / config.batch_size))
@@ -168,6 +186,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
         checkpointer.close()
     state = result.state
     summary: dict[str, Any] = {"steps": result.position, "stop_reason": result.reason, "train_examples": n_train,
+                               "examples": counts.to_json(),
                                "skipped_steps": result.skipped_steps,
                                "train_loss_first": result.history[0]["loss"] if result.history else None,
                                "train_loss_last": result.history[-1]["loss"] if result.history else None}
