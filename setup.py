@@ -20,6 +20,7 @@ INSTALL_REQUIRES = [
     "safetensors==0.8.0",
     "pyyaml==6.0.3",
     "unidiff==1.0.1",
+    "pyarrow==26.0.1",  # Parquet instance files (also a tensorflow-datasets dependency)
     "tqdm==4.70.1",
     "tensorboardX==2.6.5",
     "matplotlib==3.11.2",
