@@ -69,7 +69,8 @@ CASES = {
                           wrap(fenced("a.py", "x = 1", "x = 2"), thought="t" * MAX_RESPONSE_CHARS)),
     # A file already at the size cap, edited far from its long line: small patches on both sides.
     "edit_too_large": ({"a.py": "x\n" + "\n" * 5 + "p" * MAX_EDITED_FILE_CHARS + "\n"},
-                       {"a.py": "xy\n" + "\n" * 5 + "p" * MAX_EDITED_FILE_CHARS + "\n"}, wrap(fenced("a.py", "x", "xy"))),
+                       {"a.py": "xy\n" + "\n" * 5 + "p" * MAX_EDITED_FILE_CHARS + "\n"},
+                       wrap(fenced("a.py", "x", "xy"))),
     "time_limit": slow_case(),
 }
 

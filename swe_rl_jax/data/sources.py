@@ -86,7 +86,8 @@ def check_field_map(fields: Mapping[str, str]) -> None:
     known = REQUIRED_FIELDS + OPTIONAL_FIELDS
     for field, column in fields.items():
         if field not in known:
-            raise InputError(f"--field {field}={column}: {field!r} is not an instance field; known: {', '.join(known)}")
+            raise InputError(f"--field {field}={column}: {field!r} is not an instance field; "
+                             f"known: {', '.join(known)}")
 
 
 def canonical_fields(data: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
