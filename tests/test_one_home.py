@@ -35,6 +35,9 @@ def test_libraries_never_import_commands_or_the_cli():
         offenders += [f"{rel}: {m}" for m in _imports(path)
                       if m == "swe_rl_jax.cli" or m.startswith("swe_rl_jax.commands")]
     assert offenders == []
+    # The trainers share rl/policy_update.py, not each other's modules.
+    assert "swe_rl_jax.rl.grpo" not in _imports(PACKAGE / "rl" / "ppo.py")
+    assert "swe_rl_jax.rl.ppo" not in _imports(PACKAGE / "rl" / "grpo.py")
 
 
 def test_subtask_definitions_are_the_ones_every_layer_uses():
