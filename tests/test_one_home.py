@@ -44,7 +44,7 @@ def test_subtask_definitions_are_the_ones_every_layer_uses():
     from swe_rl_jax.data import records, seqio_tasks, tfds_builder
     from swe_rl_jax.data.tasks import BUILDERS
     from swe_rl_jax.rewards import get_reward_spec
-    from swe_rl_jax.rewards.localization import SUBTASKS as LEVELS
+    from swe_rl_jax.rewards.localization import LEVELS
 
     assert SUBTASKS == records.SUBTASKS == tfds_builder.SUBTASKS == seqio_tasks.SUBTASKS == tuple(BUILDERS)
     assert SORFT_SUBTASKS == seqio_tasks.SORFT_SUBTASKS and "swe_rl" not in SORFT_SUBTASKS

@@ -118,6 +118,6 @@ register_reward("swe_rl_lenient", _swe_rl_lenient, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("swe_rl_discrete", _swe_rl_discrete, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("sorft_edit", _edit_reward("lines"), edit.EDIT_MIN_SCORE)
 register_reward("sorft_edit_similarity", _edit_reward("similarity"), edit.EDIT_MIN_SCORE)
-for _subtask in localization.SUBTASKS:
+for _subtask in localization.LEVELS:
     register_reward(f"sorft_{_subtask}", _localization_reward(_subtask),
                     localization.LOCALIZATION_MIN_SCORE)
