@@ -11,6 +11,8 @@ Built-in rewards and the `meta` keys they read:
   swe_rl, swe_rl_discrete        code_context, oracle_new_content
   sorft_edit, sorft_edit_similarity  code_context, oracle_new_content, beta (optional, 3.0)
   sorft_file, sorft_function, sorft_line  ground_truth, candidates, beta (optional, 3.0)
+  tests_pass                     code_context, instance_id, execution (rewards/execution.py)
+  tests_pass_similarity          the same and oracle_new_content
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import dataclasses
 import importlib
 from typing import Any, Callable, Mapping
 
-from swe_rl_jax.rewards import edit, localization, swe_rl
+from swe_rl_jax.rewards import edit, execution, localization, swe_rl
 from swe_rl_jax.rewards.fbeta import DEFAULT_BETA
 from swe_rl_jax.rewards.limits import DEFAULT_TIME_LIMIT_S, RewardResult, run_guarded
 
@@ -99,6 +101,10 @@ register_reward("swe_rl", _swe_rl, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("swe_rl_discrete", _swe_rl_discrete, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("sorft_edit", _edit_reward("lines"), edit.EDIT_MIN_SCORE)
 register_reward("sorft_edit_similarity", _edit_reward("similarity"), edit.EDIT_MIN_SCORE)
+register_reward("tests_pass", lambda meta, response: execution.compute_execution(meta, response, False),
+                swe_rl.SWE_RL_MIN_SCORE)
+register_reward("tests_pass_similarity", lambda meta, response: execution.compute_execution(meta, response, True),
+                swe_rl.SWE_RL_MIN_SCORE)
 for _subtask in localization.SUBTASKS:
     register_reward(f"sorft_{_subtask}", _localization_reward(_subtask),
                     localization.LOCALIZATION_MIN_SCORE)
