@@ -122,6 +122,8 @@ def tests_result(config: ExecutionConfig, instance_id: str, patch: str) -> dict[
     instance, repo_dir, spec = _setup(config, instance_id)
     env = ensure_environment(spec.environment, config.env_options())
     tests = instance.fail_to_pass + instance.pass_to_pass
+    if not tests:
+        raise ValueError(f"{instance_id} has no FAIL_TO_PASS or PASS_TO_PASS tests")
     path = _cache_path(config, [instance_id, instance.base_commit, instance.test_patch, list(tests), spec.test_cmd,
                                 list(spec.pythonpath), env.key, config.timeout_s, config.memory_mb, patch])
     if path.is_file():

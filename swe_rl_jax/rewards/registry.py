@@ -20,7 +20,7 @@ import dataclasses
 import importlib
 from typing import Any, Callable, Mapping
 
-from swe_rl_jax.rewards import edit, execution, localization, swe_rl
+from swe_rl_jax.rewards import edit, localization, swe_rl
 from swe_rl_jax.rewards.fbeta import DEFAULT_BETA
 from swe_rl_jax.rewards.limits import DEFAULT_TIME_LIMIT_S, RewardResult, run_guarded
 
@@ -101,10 +101,17 @@ register_reward("swe_rl", _swe_rl, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("swe_rl_discrete", _swe_rl_discrete, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("sorft_edit", _edit_reward("lines"), edit.EDIT_MIN_SCORE)
 register_reward("sorft_edit_similarity", _edit_reward("similarity"), edit.EDIT_MIN_SCORE)
-register_reward("tests_pass", lambda meta, response: execution.compute_execution(meta, response, False),
-                swe_rl.SWE_RL_MIN_SCORE)
-register_reward("tests_pass_similarity", lambda meta, response: execution.compute_execution(meta, response, True),
-                swe_rl.SWE_RL_MIN_SCORE)
+def _execution_reward(with_similarity: bool) -> RewardFn:
+    def fn(meta: Mapping[str, Any], response: str) -> RewardResult:
+        # Imported on first use: the execution rewards use the harness, which imports this package.
+        from swe_rl_jax.rewards import execution
+
+        return execution.compute_execution(meta, response, with_similarity)
+    return fn
+
+
+register_reward("tests_pass", _execution_reward(False), swe_rl.SWE_RL_MIN_SCORE)
+register_reward("tests_pass_similarity", _execution_reward(True), swe_rl.SWE_RL_MIN_SCORE)
 for _subtask in localization.SUBTASKS:
     register_reward(f"sorft_{_subtask}", _localization_reward(_subtask),
                     localization.LOCALIZATION_MIN_SCORE)
