@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swe_rl_jax.commands.resolve import ResolveConfig, run_resolve
+from swe_rl_jax.eval.resolve import ResolveConfig, run_resolve
 from swe_rl_jax.config import require
 from swe_rl_jax.data.records import read_split_records
 from swe_rl_jax.data.sample import SAMPLE_DIR
