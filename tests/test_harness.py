@@ -278,3 +278,13 @@ def test_cli(tmp_path, open_dir, options, capsys):
     for argv, message in cases:
         assert evaluate_cmd.main(argv) == 2
         assert message in capsys.readouterr().err
+
+
+def test_isolation_fallback_is_detected(monkeypatch):
+    from swe_rl_jax.config import ConfigError
+    from swe_rl_jax.harness import sandbox
+
+    monkeypatch.setattr(sandbox, "_namespaces_work", lambda: False)  # e.g. not root, no unshare
+    assert sandbox.isolation_mode("auto") == "none" and sandbox.isolation_mode("none") == "none"
+    with pytest.raises(ConfigError, match="namespaces need root"):
+        sandbox.isolation_mode("namespaces")
