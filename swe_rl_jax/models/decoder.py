@@ -138,7 +138,8 @@ def hidden_states(
     tokens, positions: [B, S] int. kv_mask: [B, T] bool over key slots (T = S without a cache,
     the cache length with one); None means every slot is real. cache_index: the slot where
     `tokens[:, 0]` is written (scalar int), required with a cache. segment_ids: [B, S] int for
-    packed rows without a cache: a query attends only keys of its own segment; 0 is padding.
+    packed rows without a cache: a query attends only keys of its own segment and of a shared
+    prefix (negative id: a GRPO group's prompt, seen by each of its responses); 0 is padding.
     shard: pins the residual stream's and each layer's weights' layouts (training on a mesh).
     config.attention_impl: "dense" expands the mask to [B, S, T]; "chunked" keeps it compact
     (`layers.AttentionMask`) and attends block by block (`layers.chunked_attention`).

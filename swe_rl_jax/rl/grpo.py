@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Literal, Optional, Sequence
 
 import jax
 import numpy as np
@@ -18,13 +18,12 @@ import optax
 
 from swe_rl_jax.eval.metrics import FORMAT_OK_KINDS
 from swe_rl_jax.models import ModelConfig
-from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.advantages import GroupAccumulator, group_advantages
 from swe_rl_jax.rl.config import GRPOConfig
 from swe_rl_jax.rl.objectives import finalize_metrics
 from swe_rl_jax.rl.policy_update import PolicyUpdater, merge_step_aux
-from swe_rl_jax.rl.rollout import OverlongMode, build_rollout_batch, overlong_penalty
+from swe_rl_jax.rl.rollout import OverlongMode, build_group_batch, overlong_penalty
 from swe_rl_jax.sampling import SampleResult, SamplingParams, generate
 from swe_rl_jax.train import TrainState
 
@@ -39,7 +38,11 @@ class UpdateConfig:
     minibatches: int = 1  # optimizer steps per pass
     micro_batches: int = 1  # gradient accumulation inside a minibatch
     loss_chunk: int = 512
-    remat: RematPolicy = "full"  # activation checkpointing of the policy's layers in updates
+    # Activation checkpointing of the policy's layers in updates; "auto": the cheapest policy
+    # (none, dots, full) whose compiled update fits memory_budget_gb.
+    remat: Literal["auto", "none", "dots", "full"] = "auto"
+    memory_budget_gb: float = 0.0  # 0: 90 % of the device's memory (half the host's RAM on CPU)
+    pack_groups: bool = True  # GRPO: a group's responses share one copy of their prompt per row
     overlong: OverlongMode = "mask"
     overlong_buffer: int = 64  # tokens before max_new_tokens where the soft penalty starts
 
@@ -90,10 +93,12 @@ class GRPOTrainer(PolicyUpdater):
         prompts = [item[0][0] for item in items]
         results = [SampleResult(i, r.sample_index, r.token_ids, r.logprobs, r.logprobs_truncated, r.finish_reason, r.text)
                    for i, item in enumerate(items) for r in item[1]]
-        rollout = build_rollout_batch(prompts, results, self.pad_id, self.update.overlong)
+        rollout = build_group_batch(prompts, results, self.pad_id, g,
+                                    self.update.minibatches * self.update.micro_batches, self.update.pack_groups,
+                                    self.update.overlong)
         if self.grpo.dynamic_sampling:  # filler groups (refills ran out) train on nothing
-            rollout.loss_mask *= np.repeat(informative, g)[:, None].astype(np.float32)
-        batch = {**rollout.arrays(), "advantages": adv.advantages.reshape(-1).astype(np.float32)}
+            rollout.loss_mask *= rollout.per_token(np.repeat(informative, g).astype(np.float32))
+        batch = {**rollout.arrays(), "advantages": rollout.per_token(adv.advantages.reshape(-1))}
         metrics = {**counts, "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
                    "response_length": float(rollout.response_lengths.mean()),
                    "truncated_frac": float(rollout.truncated.mean())}

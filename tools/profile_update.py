@@ -1,0 +1,189 @@
+"""Where an RL update's (or an SFT step's) time goes, op by op: SmolLM2-135M-Instruct under jax.profiler.
+
+    python tools/profile_update.py [--step grpo|sft] [--layout packed|rows] [--remat auto] [--loss-chunk 512]
+        [--prompts 2 --group 8 --prompt-tokens 256 --new-tokens 64] [--width 0] [--repeats 2] [--top 15]
+
+`grpo` runs the project's GRPO update (`GRPOTrainer._update`: the reference log-prob pass of the
+KL term, then the on-policy train step) on a synthetic rollout of `--prompts` random prompts x
+`--group` random responses, built by the trainer's own `rl.rollout.build_group_batch` (`--layout
+rows`: one response per row, as before packing; `--width` pads rows to a fixed width, e.g. 512
+for the old power-of-two bucket). `sft` runs the SFT train step (`make_sft_loss`) on
+`--prompts x --group` rows of `--prompt-tokens + --new-tokens` tokens. Untraced times (best and
+median of --repeats after a compiling call) come first; then one traced call, its XLA ops summed
+by group (matmuls of the layers forward / backward, attention, log-probs over the vocabulary,
+optimizer, the rest) and by the JAX op they come from (tools/profiling.py). Traced times run
+above untraced ones (tracing adds time per op): compare shares. Run it on one core
+(`taskset -c 0`) with --threads 1 to profile what the benchmark times.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--step", choices=("grpo", "sft"), default="grpo")
+    p.add_argument("--layout", choices=("packed", "rows"), default="packed")
+    p.add_argument("--remat", choices=("auto", "none", "dots", "full"), default="auto")
+    p.add_argument("--loss-chunk", type=int, default=512, help="0: keep the logits for the backward pass")
+    p.add_argument("--kl-coef", type=float, default=0.04, help="GRPO: > 0 adds the reference log-prob pass")
+    p.add_argument("--prompts", type=int, default=2)
+    p.add_argument("--group", type=int, default=8)
+    p.add_argument("--prompt-tokens", type=int, default=256)
+    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--width", type=int, default=0, help="pad rows to this width (0: the trainer's bucket)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--top", type=int, default=15)
+    p.add_argument("--threads", type=int, default=1, help="compute threads (0: XLA's default)")
+    return p.parse_args(argv)
+
+
+# Op groups, first match wins; matched against "jax op path  output shape".
+GROUPS = (
+    ("optimizer (AdamW, clipping)", re.compile(r"optax|adam|clip_by_global_norm|cond/branch|/cond/")),
+    ("log-probs over the vocabulary", re.compile(r"\b{vocab}\b")),
+    ("attention", re.compile(r"bkgst|bskgd|btkd|softmax|bkgqc|bqkgd")),
+    ("matmuls, backward", re.compile(r"transpose\(.*dot_general")),
+    ("matmuls, forward", re.compile(r"dot_general")),
+)
+
+
+def group_of(source: str, vocab: int) -> str:
+    for name, pattern in GROUPS:
+        if re.search(pattern.pattern.replace("{vocab}", str(vocab)), source):
+            return name
+    return "other (norms, RoPE, SwiGLU, casts, layout)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), "--xla_cpu_multi_thread_eigen=false",
+                                            f"intra_op_parallelism_threads={args.threads}"]).strip()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from profiling import op_sources, traced_op_times
+    from swe_rl_jax.checkpoints import load_hf
+    from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
+    from swe_rl_jax.rl.config import GRPOConfig
+    from swe_rl_jax.rl.grpo import GRPOTrainer, UpdateConfig
+    from swe_rl_jax.rl.rollout import build_group_batch
+    from swe_rl_jax.sampling import SampleResult, SamplingParams
+    from swe_rl_jax.tokenizer import smollm2_gguf_path
+    from swe_rl_jax.train import (OptimizerConfig, batch_shardings, create_train_state, make_optimizer,
+                                  make_sft_loss, make_train_step)
+
+    config, params = load_hf(smollm2_gguf_path(), dtype=jnp.float32)
+    config = config.replace(dtype=args.dtype)
+    mesh, rules = make_mesh(MeshConfig()), get_rules("fsdp")
+    optimizer = make_optimizer(OptimizerConfig(lr=1e-6, schedule="constant"))
+    state, shardings = create_train_state(config, optimizer, mesh, rules, jax.random.PRNGKey(0), params=params)
+    del params
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(100, config.vocab_size, args.prompt_tokens).tolist() for _ in range(args.prompts)]
+
+    if args.step == "grpo":
+        update = UpdateConfig(prompts_per_step=args.prompts, remat=args.remat, loss_chunk=args.loss_chunk,
+                              pack_groups=args.layout == "packed")
+        trainer = GRPOTrainer(config, state, shardings, optimizer, GRPOConfig(group_size=args.group, kl_coef=args.kl_coef),
+                              SamplingParams(max_new_tokens=args.new_tokens, temperature=1.0), update, mesh, rules,
+                              pad_id=2)
+        logp = np.full(args.new_tokens, -2.0, np.float32)
+        results = [SampleResult(p, i, rng.integers(100, config.vocab_size, args.new_tokens).astype(np.int32), logp, logp,
+                                "eos") for p in range(args.prompts) for i in range(args.group)]
+        rollout = build_group_batch(prompts, results, 2, args.group, 1, args.layout == "packed")
+        batch = {**rollout.arrays(), "advantages": rollout.per_token(rng.standard_normal(len(results)))}
+        if args.width:
+            pad = args.width - batch["tokens"].shape[1]
+            batch = {k: np.pad(v, ((0, 0), (0, pad))) for k, v in batch.items()}
+            batch["positions"] = np.broadcast_to(np.arange(args.width, dtype=np.int32), batch["tokens"].shape).copy()
+        position = iter(range(10**6))
+
+        def run() -> None:
+            nonlocal state
+            state, _ = trainer._update(state, next(position), dict(batch))
+
+        def programs() -> list:
+            return list(trainer._steps.values()) + [trainer._logp]
+    else:
+        width = args.width or args.prompt_tokens + args.new_tokens
+        tokens = rng.integers(100, config.vocab_size, (args.prompts * args.group, width)).astype(np.int32)
+        batch = {"tokens": tokens, "loss_mask": np.ones_like(tokens, np.float32)}
+        remat = "full" if args.remat == "auto" else args.remat
+        step = make_train_step(make_sft_loss(config, args.loss_chunk, remat), optimizer, shardings,
+                               batch_shardings(mesh, rules, batch))
+
+        def run() -> None:
+            nonlocal state
+            state, metrics = step(state, batch)
+            float(metrics["loss"])
+
+        def programs() -> list:
+            return [step]
+
+    shape = {k: v.shape for k, v in batch.items() if k == "tokens"}
+    start = time.perf_counter()
+    run()
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    remat_note = ""
+    if args.step == "grpo":
+        chosen = [getattr(s, "chosen", None) for s in trainer._steps.values()]
+        remat_note = f", remat {args.remat}" + (f" -> {chosen[0][0]} (peak {chosen[0][1] / 2**30:.2f} GiB)"
+                                                 if chosen and chosen[0] else "")
+    print(f"# {args.step} on SmolLM2-135M {args.dtype}, {args.prompts} x {args.group} responses, prompt "
+          f"{args.prompt_tokens} + {args.new_tokens} new tokens, layout {args.layout if args.step == 'grpo' else 'rows'}, "
+          f"batch {shape['tokens']}{remat_note}, loss chunk {args.loss_chunk}, threads {args.threads or 'default'}")
+    print(f"\nuntraced: first call (compile + run) {first:.1f} s; then best {min(times):.2f} s, "
+          f"median {statistics.median(times):.2f} s of {args.repeats}")
+
+    trace_dir = tempfile.mkdtemp()
+    with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+        run()
+    micros, _ = traced_op_times(trace_dir)
+    sources: dict[str, str] = {}
+    for program in programs():
+        compiled = getattr(program, "compiled", None) or program
+        for cache in ([compiled] if hasattr(compiled, "as_text") else []):
+            sources.update(op_sources(cache.as_text()))
+    if not sources:  # jitted functions: lower again with the same inputs to name the ops
+        for program in programs():
+            try:
+                sources.update(op_sources(program.lower(state, batch).compile().as_text()))
+            except Exception:  # noqa: BLE001  a program that takes other inputs (the reference pass)
+                pass
+    by_source, by_group = collections.Counter(), collections.Counter()
+    for name, us in micros.items():
+        source = sources.get(name, name)
+        by_source[source] += us / 1e6
+        by_group[group_of(source, config.vocab_size)] += us / 1e6
+    total = sum(by_source.values())
+    print(f"\ntraced: {total:.2f} s of XLA ops\n\n| group | s | share |\n|---|---:|---:|")
+    for name, s in by_group.most_common():
+        print(f"| {name} | {s:.2f} | {s / total:.0%} |")
+    print(f"\n| s | share | jax op  output shape |\n|---:|---:|---|")
+    for source, s in by_source.most_common(args.top):
+        print(f"| {s:.2f} | {s / total:.0%} | `{source}` |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
