@@ -12,7 +12,7 @@ from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.rl.config import GRPOConfig
 from swe_rl_jax.rl.grpo import GRPOTrainer, UpdateConfig
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
-from swe_rl_jax.rl.policy_update import BudgetedStep
+from swe_rl_jax.train import BudgetedStep
 from swe_rl_jax.rl.rollout import (SHARED_PREFIX, build_packed_batch, build_rollout_batch, bucket_length,
                                    responses_per_row)
 from swe_rl_jax.sampling import SampleResult, SamplingParams

@@ -93,8 +93,7 @@ class GRPOTrainer(PolicyUpdater):
         prompts = [item[0][0] for item in items]
         results = [SampleResult(i, r.sample_index, r.token_ids, r.logprobs, r.logprobs_truncated, r.finish_reason, r.text)
                    for i, item in enumerate(items) for r in item[1]]
-        rollout = build_group_batch(prompts, results, self.pad_id, g,
-                                    self.update.minibatches * self.update.micro_batches, self.update.pack_groups,
+        rollout = build_group_batch(prompts, results, self.pad_id, g, self.row_multiple(), self.update.pack_groups,
                                     self.update.overlong)
         if self.grpo.dynamic_sampling:  # filler groups (refills ran out) train on nothing
             rollout.loss_mask *= rollout.per_token(np.repeat(informative, g).astype(np.float32))

@@ -3,8 +3,8 @@ actor update, compiled once per rollout width."""
 from __future__ import annotations
 
 import functools
-import os
-from typing import Any, Callable, Optional
+import math
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -15,8 +15,8 @@ from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
 from swe_rl_jax.sampling import SamplingParams
-from swe_rl_jax.train import (TrainState, batch_shardings, make_train_step, merge_aux, next_token_targets,
-                              token_logprobs)
+from swe_rl_jax.train import (BudgetedStep, TrainState, batch_shardings, make_train_step, memory_budget_bytes,
+                              merge_aux, next_token_targets, token_logprobs)
 
 
 STEP_SCALARS = ("loss", "grad_norm", "denominator", "finite", "lr")  # a step's own metrics, not loss aux
@@ -43,6 +43,13 @@ class PolicyUpdater:
         self._logp = jax.jit(self._logprobs_of)
         self._logp_entropy = jax.jit(functools.partial(self._logprobs_of, with_entropy=True))
         self.shard_batch = functools.partial(batch_shardings, mesh, rules)
+
+    def row_multiple(self) -> int:
+        """What the number of rollout rows should be a multiple of: one share per minibatch,
+        micro-batch and batch shard of the mesh (else a shard would hold a partial row set, or
+        the rows would be replicated over the devices)."""
+        shards = math.prod(self.mesh.shape[axis] for axis in self.rules.get("batch", ()))
+        return self.update.minibatches * self.update.micro_batches * shards
 
     def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False,
                      remat: RematPolicy = "none"):
@@ -75,45 +82,3 @@ class PolicyUpdater:
             else:
                 self._steps[key] = build(self.update.remat)
         return self._steps[key]
-
-
-REMAT_BY_COST = ("none", "dots", "full")  # cheapest first: recompute nothing, elementwise, everything
-
-
-def memory_budget_bytes(budget_gb: float) -> int:
-    """`budget_gb` in bytes; 0 means 90 % of the first device's memory limit, or half of the
-    host's physical memory on CPU (whose peak also holds the sampler, reference and host copies)."""
-    if budget_gb > 0:
-        return int(budget_gb * 2**30)
-    stats = jax.devices()[0].memory_stats() or {}
-    if "bytes_limit" in stats:
-        return int(0.9 * stats["bytes_limit"])
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2)
-
-
-def compiled_peak_bytes(compiled: Any) -> int:
-    """Peak estimate of a compiled program per device: arguments + outputs - aliased + temporaries."""
-    mem = compiled.memory_analysis()
-    return (mem.argument_size_in_bytes + mem.output_size_in_bytes - mem.alias_size_in_bytes
-            + mem.temp_size_in_bytes)
-
-
-class BudgetedStep:
-    """A train step compiled on its first call under the first remat policy of REMAT_BY_COST
-    whose compiled peak fits `budget` bytes (the last one if none does). `build(remat)` gives
-    the jitted step; `chosen` records the policy and its peak."""
-
-    def __init__(self, build: Callable[[RematPolicy], Any], budget: int):
-        self.build, self.budget = build, budget
-        self.compiled: Any = None
-        self.chosen: tuple[str, int] = ("", 0)
-
-    def __call__(self, state: Any, batch: Any) -> Any:
-        if self.compiled is None:
-            for remat in REMAT_BY_COST:
-                compiled = self.build(remat).lower(state, batch).compile()
-                peak = compiled_peak_bytes(compiled)
-                if peak <= self.budget or remat == REMAT_BY_COST[-1]:
-                    self.compiled, self.chosen = compiled, (remat, peak)
-                    break
-        return self.compiled(state, batch)

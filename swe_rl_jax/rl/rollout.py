@@ -142,7 +142,7 @@ def build_packed_batch(prompts: Sequence[Sequence[int]], results: Sequence[Sampl
 
 def responses_per_row(group_size: int, num_groups: int, row_multiple: int) -> int:
     """The most responses of a group a packed row can hold (a divisor of `group_size`) such that
-    the number of rows divides by `row_multiple` (minibatches × micro-batches); 1 if none."""
+    the number of rows divides by `row_multiple`; 1 if none."""
     for per_row in range(group_size, 0, -1):
         if group_size % per_row == 0 and (num_groups * group_size // per_row) % row_multiple == 0:
             return per_row
@@ -153,7 +153,8 @@ def build_group_batch(prompts: Sequence[Sequence[int]], results: Sequence[Sample
                       group_size: int, row_multiple: int, pack: bool = True,
                       overlong: OverlongMode = "mask") -> RolloutBatch:
     """GRPO's rollout batch: groups packed `responses_per_row(...)` to a row when `pack` (and more
-    than one fits), else one response per row. `row_multiple`: minibatches × micro-batches."""
+    than one fits), else one response per row. `row_multiple`: minibatches × micro-batches ×
+    batch shards (`PolicyUpdater.row_multiple`)."""
     per_row = responses_per_row(group_size, len(prompts), row_multiple) if pack else 1
     if per_row > 1:
         return build_packed_batch(prompts, results, pad_id, per_row, overlong)
