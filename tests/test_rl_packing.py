@@ -144,3 +144,25 @@ def test_remat_by_memory_budget():
     (remat_b, peak_b), loss_b, norm_b = chosen[1]
     assert (remat_a, remat_b) == ("none", "full") and peak_b < peak_a
     np.testing.assert_allclose([loss_b, norm_b], [loss_a, norm_a], rtol=1e-5)
+
+
+def test_remat_policies_give_the_same_loss_and_gradients():
+    """Every policy of REMAT_BY_COST recomputes, never changes, the packed update's gradient."""
+    from swe_rl_jax.train.budget import REMAT_BY_COST
+
+    trainer, state = make_trainer("seq-mean-token-mean")
+    prompts, results = rollouts(2)
+    rollout = build_packed_batch(prompts, results, 0, responses_per_row=3)
+    batch = {k: jnp.asarray(v) for k, v in rollout.arrays().items()}
+    batch["advantages"] = jnp.asarray(rollout.per_token(np.linspace(-1, 1, 6, dtype=np.float32)))
+    batch["logp_ref"] = trainer._logp(state.params, batch)[0] - 0.1
+    kwargs = trainer.grpo.policy_loss_kwargs()
+    grads = {}
+    for remat in REMAT_BY_COST:
+        loss_fn = make_policy_loss_fn(lambda p, b: trainer._logprobs_of(p, b, True, remat), **kwargs)
+        grads[remat] = jax.jit(jax.value_and_grad(lambda p: loss_fn(p, batch)[0]))(state.params)
+    value, reference = grads["none"]
+    for remat, (v, g) in grads.items():
+        np.testing.assert_allclose(float(v), float(value), rtol=1e-6, err_msg=remat)
+        for a, b in zip(jax.tree.leaves(reference), jax.tree.leaves(g)):
+            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-7, err_msg=remat)

@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beta", type=float, default=0.04, help="KL coefficient on every side")
     p.add_argument("--tunix-remat", choices=("none", "decoder"), default="decoder",
                    help="Tunix's remat of each decoder layer in training (none peaks at ~21 GB here)")
-    p.add_argument("--ours-remat", choices=("auto", "none", "dots", "full"), default="auto")
+    p.add_argument("--ours-remat", choices=("auto", "none", "attention", "dots", "full"), default="auto")
     p.add_argument("--core", type=int, default=1, help="the CPU every side is pinned to")
     p.add_argument("--venv-dir", default=os.path.expanduser("~/.cache/swe_rl_jax/bench"))
     p.add_argument("--log-dir", default=None, help="workers' stderr (default: a temporary directory)")

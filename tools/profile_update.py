@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--step", choices=("grpo", "ppo", "sft"), default="grpo")
     p.add_argument("--layout", choices=("packed", "rows"), default="packed")
-    p.add_argument("--remat", choices=("auto", "none", "dots", "full"), default="auto")
+    p.add_argument("--remat", choices=("auto", "none", "attention", "dots", "full"), default="auto")
     p.add_argument("--loss-chunk", type=int, default=512, help="0: keep the logits for the backward pass")
     p.add_argument("--kl-coef", type=float, default=0.04, help="GRPO: > 0 adds the reference log-prob pass")
     p.add_argument("--prompts", type=int, default=2)

@@ -39,9 +39,9 @@ class UpdateConfig:
     micro_batches: int = 1  # gradient accumulation inside a minibatch
     loss_chunk: int = 512
     # Activation checkpointing of the policy's layers in updates; "auto": the cheapest policy
-    # (none, dots, full) whose compiled update fits memory_budget_gb.
-    remat: Literal["auto", "none", "dots", "full"] = "auto"
-    memory_budget_gb: float = 0.0  # 0: 90 % of the device's memory (half the host's RAM on CPU)
+    # (none, attention, dots, full) whose compiled update fits memory_budget_gb.
+    remat: Literal["auto", "none", "attention", "dots", "full"] = "auto"
+    memory_budget_gb: float = 0.0  # 0: 90 % of the device's memory (a quarter of the host's RAM on CPU)
     pack_groups: bool = True  # GRPO: a group's responses share one copy of their prompt per row
     overlong: OverlongMode = "mask"
     overlong_buffer: int = 64  # tokens before max_new_tokens where the soft penalty starts

@@ -10,18 +10,21 @@ import jax
 
 from swe_rl_jax.models.decoder import RematPolicy
 
-REMAT_BY_COST = ("none", "dots", "full")  # cheapest first: recompute nothing, elementwise, everything
+# Cheapest first: recompute nothing, the attention core, all but the weight matmuls, everything.
+REMAT_BY_COST = ("none", "attention", "dots", "full")
 
 
 def memory_budget_bytes(budget_gb: float) -> int:
-    """`budget_gb` in bytes; 0 means 90 % of the first device's memory limit, or half of the
-    host's physical memory on CPU (whose peak also holds the sampler, reference and host copies)."""
+    """`budget_gb` in bytes; 0 means 90 % of the first device's memory limit, or a quarter of the
+    host's physical memory on CPU, where the same RAM also holds the sampler and its cache, the
+    reference params, host copies and the compiler (SmolLM2's packed GRPO update on a 24 GiB
+    host: `attention` remat, 5.4 GiB, rather than `none`, 8.7 GiB: docs/BENCHMARKS.md)."""
     if budget_gb > 0:
         return int(budget_gb * 2**30)
     stats = jax.devices()[0].memory_stats() or {}
     if "bytes_limit" in stats:
         return int(0.9 * stats["bytes_limit"])
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2)
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4)
 
 
 def compiled_peak_bytes(compiled: Any) -> int:
