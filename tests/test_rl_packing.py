@@ -10,13 +10,13 @@ import pytest
 from swe_rl_jax.models import model_config_from_dict
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.rl.config import GRPOConfig
-from swe_rl_jax.rl.grpo import GRPOTrainer, UpdateConfig
+from swe_rl_jax.rl.grpo import GRPOTrainer
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
-from swe_rl_jax.train import BudgetedStep
+from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
 from swe_rl_jax.rl.rollout import (SHARED_PREFIX, build_packed_batch, build_rollout_batch, bucket_length,
                                    responses_per_row)
 from swe_rl_jax.sampling import SampleResult, SamplingParams
-from swe_rl_jax.train import OptimizerConfig, create_train_state, make_optimizer
+from swe_rl_jax.train import BudgetedStep, OptimizerConfig, create_train_state, make_optimizer
 
 CONFIG = model_config_from_dict(dict(family="llama", vocab_size=64, hidden_size=32, intermediate_size=64,
                                      num_layers=2, num_heads=4, num_kv_heads=2, rope_theta=10000.0))
@@ -41,8 +41,8 @@ def make_trainer(loss_agg: str, kl_coef: float = 0.1, **update):
     optimizer = make_optimizer(OptimizerConfig(lr=1e-2, total_steps=10, schedule="constant"))
     state, shardings = create_train_state(CONFIG, optimizer, mesh, rules, jax.random.PRNGKey(0))
     grpo = GRPOConfig(group_size=3, kl_coef=kl_coef, loss_agg=loss_agg, entropy_coef=0.01)
-    trainer = GRPOTrainer(CONFIG, state, shardings, optimizer, grpo, SamplingParams(max_new_tokens=6, temperature=0.9),
-                          UpdateConfig(prompts_per_step=2, **update), mesh, rules, pad_id=0)
+    trainer = GRPOTrainer(TrainerSetup(CONFIG, shardings, optimizer, mesh, rules, pad_id=0), state, grpo,
+                          SamplingParams(max_new_tokens=6, temperature=0.9), UpdateConfig(prompts_per_step=2, **update))
     return trainer, state
 
 
@@ -88,7 +88,7 @@ def test_packed_loss_and_gradients_equal_one_response_per_row(loss_agg):
             num, aux = loss_fn(params, batch)
             return num / denominator(batch), aux
 
-        (value, aux), grads = jax.value_and_grad(loss, has_aux=True)(state.params)
+        (value, aux), grads = jax.jit(jax.value_and_grad(loss, has_aux=True))(state.params)
         outs.append((float(value), {k: float(v) for k, v in aux.items()}, grads))
     (v_rows, aux_rows, g_rows), (v_packed, aux_packed, g_packed) = outs
     assert abs(v_rows) > 1e-3

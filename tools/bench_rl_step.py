@@ -21,7 +21,9 @@ first use: `trl` with torch 2.13.0 (CPU wheel) first, then trl 1.16.0; `tunix` w
 0.1.7), never into the project's environment. Known Tunix 0.1.7 traps handled here: its Llama3
 model applies RoPE with theta 1e6 whatever the config says (patched to SmolLM2's 1e5); it needs
 a mesh with Auto axes; prompts must be a numpy array; its remat (`RematConfig.DECODER`) breaks its
-own sampler, so the sampler's cached passes run without it (training and log-prob passes keep it).
+own sampler, so the sampler's cached passes run without it (training and log-prob passes keep it);
+it masks by the pad id, which for SmolLM2 is also the end-of-turn token, so the prompts are plain
+text rather than chat turns.
 """
 from __future__ import annotations
 
@@ -117,7 +119,8 @@ def ours_worker(a: argparse.Namespace) -> None:
     from swe_rl_jax.checkpoints import load_hf
     from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
     from swe_rl_jax.rl.config import GRPOConfig
-    from swe_rl_jax.rl.grpo import GRPOTrainer, UpdateConfig
+    from swe_rl_jax.rl.grpo import GRPOTrainer
+    from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
     from swe_rl_jax.sampling import SamplingParams
     from swe_rl_jax.tokenizer import load_tokenizer
     from swe_rl_jax.train import OptimizerConfig, create_train_state, make_optimizer
@@ -129,9 +132,9 @@ def ours_worker(a: argparse.Namespace) -> None:
     state, shardings = create_train_state(config, optimizer, mesh, rules, jax.random.PRNGKey(0), params=params)
     del params
     update = UpdateConfig(prompts_per_step=a.prompts, overlong="none", remat=a.ours_remat)
-    trainer = GRPOTrainer(config, state, shardings, optimizer, GRPOConfig(group_size=a.group, kl_coef=a.beta),
-                          SamplingParams(max_new_tokens=a.new_tokens, temperature=1.0, eos_ids=()), update,
-                          mesh, rules, pad_id=config.pad_token_id or 0, tokenizer=tokenizer)
+    setup = TrainerSetup(config, shardings, optimizer, mesh, rules, pad_id=tokenizer.pad_id, tokenizer=tokenizer)
+    trainer = GRPOTrainer(setup, state, GRPOConfig(group_size=a.group, kl_coef=a.beta),
+                          SamplingParams(max_new_tokens=a.new_tokens, temperature=1.0, eos_ids=()), update)
     prompts = [(tokenizer.hf.encode(t), None) for t in bench_prompts(a.prompts, a.prompt_tokens, lambda t: len(tokenizer.hf.encode(t)))]
     rollout, update_t = Timer(), Timer()
     trainer.sample_groups = rollout.wrap(trainer.sample_groups)

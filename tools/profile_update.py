@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     from swe_rl_jax.checkpoints import load_hf
     from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
     from swe_rl_jax.rl.config import GRPOConfig, PPOConfig
-    from swe_rl_jax.rl.grpo import GRPOTrainer, UpdateConfig
+    from swe_rl_jax.rl.grpo import GRPOTrainer
+    from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
     from swe_rl_jax.rl.ppo import PPOTrainer
     from swe_rl_jax.rl.rollout import build_group_batch, build_rollout_batch
     from swe_rl_jax.rl.value import Critic, create_critic_state
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     optimizer = make_optimizer(OptimizerConfig(lr=1e-6, schedule="constant"))
     state, shardings = create_train_state(config, optimizer, mesh, rules, jax.random.PRNGKey(0), params=params)
     del params
+    setup = TrainerSetup(config, shardings, optimizer, mesh, rules, pad_id=2)
     rng = np.random.default_rng(0)
     prompts = [rng.integers(100, config.vocab_size, args.prompt_tokens).tolist() for _ in range(args.prompts)]
 
@@ -125,9 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "grpo":
         update = UpdateConfig(prompts_per_step=args.prompts, remat=args.remat, loss_chunk=args.loss_chunk,
                               pack_groups=args.layout == "packed")
-        trainer = GRPOTrainer(config, state, shardings, optimizer, GRPOConfig(group_size=args.group, kl_coef=args.kl_coef),
-                              SamplingParams(max_new_tokens=args.new_tokens, temperature=1.0), update, mesh, rules,
-                              pad_id=2)
+        trainer = GRPOTrainer(setup, state, GRPOConfig(group_size=args.group, kl_coef=args.kl_coef),
+                              SamplingParams(max_new_tokens=args.new_tokens, temperature=1.0), update)
         results = synthetic_results()
         rollout = build_group_batch(prompts, results, 2, args.group, 1, args.layout == "packed")
         batch = pad_to_width({**rollout.arrays(), "advantages": rollout.per_token(rng.standard_normal(len(results)))})
@@ -146,9 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         critic_state, critic_shardings = create_critic_state(config, optimizer, mesh, rules, jax.random.PRNGKey(1),
                                                              backbone=state.params)
         critic = Critic(config, critic_shardings, optimizer, mesh, rules)
-        trainer = PPOTrainer(config, state, shardings, optimizer, critic, PPOConfig(),
-                             SamplingParams(max_new_tokens=args.new_tokens, temperature=1.0, n=args.group), update,
-                             mesh, rules, pad_id=2)
+        trainer = PPOTrainer(setup, state, critic, PPOConfig(),
+                             SamplingParams(max_new_tokens=args.new_tokens, temperature=1.0, n=args.group), update)
         rollout = build_rollout_batch(prompts, synthetic_results(), 2)
         batch = pad_to_width(rollout.arrays())
         shape = batch["tokens"].shape
