@@ -27,7 +27,8 @@ from typing import Any, Iterable, Mapping
 from swe_rl_jax.data.records import iter_jsonl
 
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch")
-OPTIONAL_FIELDS = ("test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "created_at")
+OPTIONAL_FIELDS = ("test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "created_at", "version",
+                   "environment_setup_commit", "requirements", "test_cmd")
 # Other names that real exports use for a field; the canonical name wins when both are present.
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "patch": ("golden_patch", "gold_patch"),
@@ -65,6 +66,11 @@ class Instance:
     pass_to_pass: tuple[str, ...] = ()
     created_at: str = ""
     source: str = "swe-bench"  # or "git-history" for mined commits
+    # Test execution (harness/): which environment spec applies, and per-instance overrides of it.
+    version: str = ""
+    environment_setup_commit: str = ""
+    requirements: tuple[str, ...] = ()  # pip requirement strings
+    test_cmd: str = ""  # the command that runs the tests (test files are appended)
 
 
 def _test_list(value: Any, where: str, field: str) -> tuple[str, ...]:
@@ -107,6 +113,17 @@ def canonical_fields(data: Mapping[str, Any], fields: Mapping[str, str]) -> dict
     return out
 
 
+def _requirements(value: Any, where: str) -> tuple[str, ...]:
+    """`requirements`: a list of pip requirement strings, or one string of them, a line each."""
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        value = [line.strip() for line in value.splitlines()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where}: field 'requirements' must be a list of pip requirement strings")
+    return tuple(v for v in value if v and not v.startswith("#"))
+
+
 def instance_from_dict(data: Any, where: str) -> Instance:
     """Validates one SWE-bench object (canonical field names); `where` ("file:line") prefixes every error."""
     if not isinstance(data, dict):
@@ -132,6 +149,10 @@ def instance_from_dict(data: Any, where: str) -> Instance:
         fail_to_pass=_test_list(data.get("FAIL_TO_PASS"), where, "FAIL_TO_PASS"),
         pass_to_pass=_test_list(data.get("PASS_TO_PASS"), where, "PASS_TO_PASS"),
         created_at=str(data.get("created_at") or ""),
+        version=str(data.get("version") or ""),
+        environment_setup_commit=str(data.get("environment_setup_commit") or ""),
+        requirements=_requirements(data.get("requirements"), where),
+        test_cmd=str(data.get("test_cmd") or ""),
     )
 
 

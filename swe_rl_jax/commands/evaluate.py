@@ -1,0 +1,86 @@
+"""`evaluate`: run the tests of SWE-bench-style instances on predicted patches → report.json.
+
+    python -m swe_rl_jax.cli evaluate --predictions preds.jsonl --instances FILE --repos DIR --out DIR
+        [--specs FILE] [--workers 2] [--timeout 300] [--memory-mb 4096] [--env-cache DIR]
+        [--index-url URL] [--isolation auto|namespaces|none] [--work-dir DIR] [--keep-worktrees]
+    python -m swe_rl_jax.cli evaluate --sample --gold --out DIR     # the shipped sample's own patches
+
+`--gold` evaluates each instance's own `patch` instead of predictions (the instance set's check).
+`--sample` takes the shipped sample: its instances, its repositories (created in a temporary
+directory) and its spec file. Writes OUT/report.json (one record per prediction and the summary,
+swe_rl_jax/harness/evaluation.py) and prints the summary. docs/HARNESS.md has the details.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from typing import Any, Optional, Sequence
+
+from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
+from swe_rl_jax.data.sources import InputError, RepoLocator, load_instances
+from swe_rl_jax.harness import (EnvironmentOptions, HarnessOptions, Limits, evaluate_predictions, load_predictions,
+                                load_specs, write_report)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m swe_rl_jax.cli evaluate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--predictions", metavar="FILE", help="predictions JSONL (instance_id, model_patch)")
+    p.add_argument("--gold", action="store_true", help="evaluate the instances' own patches")
+    p.add_argument("--instances", metavar="FILE", help="SWE-bench instances, JSONL or JSON array")
+    p.add_argument("--repos", metavar="DIR", help="local clones: DIR/<owner>__<name>, else DIR/<name>")
+    p.add_argument("--sample", action="store_true", help="the shipped sample's instances, repositories and specs")
+    p.add_argument("--specs", metavar="FILE", help="environment and test-command specs per repository (JSON)")
+    p.add_argument("--out", required=True, metavar="DIR", help="where report.json goes")
+    d, limits, env = HarnessOptions(), Limits(), EnvironmentOptions()
+    p.add_argument("--workers", type=int, default=d.workers, help="instances at once (%(default)s)")
+    p.add_argument("--timeout", type=float, default=limits.timeout_s, help="seconds per test run (%(default)s)")
+    p.add_argument("--memory-mb", type=int, default=limits.memory_mb, help="address space per process (%(default)s)")
+    p.add_argument("--env-cache", default=env.cache_dir, metavar="DIR",
+                   help="virtualenv cache (default: $SWE_RL_JAX_ENV_CACHE or ~/.cache/swe_rl_jax/envs)")
+    p.add_argument("--index-url", default=env.index_url, help="pip --index-url (default: pip's configuration)")
+    p.add_argument("--isolation", default=d.isolation, choices=("auto", "namespaces", "none"),
+                   help="sandbox mode (%(default)s: namespaces where the machine allows)")
+    p.add_argument("--work-dir", default=d.work_dir, metavar="DIR", help="where worktrees are made")
+    p.add_argument("--keep-worktrees", action="store_true", help="leave each run's worktree for inspection")
+    return p
+
+
+def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
+    if args.sample and (args.instances or args.repos):
+        raise InputError("--sample brings its own instances and repositories")
+    if not args.sample and not (args.instances and args.repos):
+        raise InputError("--instances FILE and --repos DIR are required (or --sample)")
+    if bool(args.predictions) == bool(args.gold):
+        raise InputError("give exactly one of --predictions FILE and --gold")
+    options = HarnessOptions(workers=args.workers, limits=Limits(timeout_s=args.timeout, memory_mb=args.memory_mb),
+                             env=EnvironmentOptions(cache_dir=args.env_cache, index_url=args.index_url),
+                             isolation=args.isolation, work_dir=args.work_dir, keep_worktrees=args.keep_worktrees)
+    with tempfile.TemporaryDirectory(prefix="sample-repos-") as scratch:
+        if args.sample:
+            make_sample_repos(scratch)
+        instances = load_instances(SAMPLE_DIR / "instances.jsonl" if args.sample else args.instances,
+                                   require_patch=bool(args.gold))
+        specs = load_specs(args.specs or (SAMPLE_DIR / "specs.json" if args.sample else None))
+        predictions = (load_predictions(args.predictions) if args.predictions else
+                       [{"instance_id": i.instance_id, "model_patch": i.patch} for i in instances])
+        report = evaluate_predictions(predictions, instances, RepoLocator(scratch if args.sample else args.repos),
+                                      specs, options)
+    write_report(report, args.out)
+    return report
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from swe_rl_jax.config import ConfigError
+
+    args = _parser().parse_args(list(argv or []))
+    try:
+        report = run_evaluate(args)
+    except (InputError, ConfigError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(report["summary"], indent=2, sort_keys=True))
+    print(f"wrote {args.out}/report.json")
+    return 0
