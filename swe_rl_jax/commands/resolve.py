@@ -17,6 +17,7 @@ import dataclasses
 import json
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from swe_rl_jax.config import load_config, require
@@ -110,8 +111,9 @@ def parse_args(argv: Sequence[str]) -> ResolveConfig:
 
 
 def run_resolve(config: ResolveConfig, respond: Optional[Any] = None) -> dict[str, Any]:
-    """Runs the pipeline with `respond` (default: the configured model on the JAX sampler)."""
-    from swe_rl_jax.data.sources import RepoLocator
+    """Runs the pipeline with `respond` (default: the configured model on the JAX sampler).
+    Inputs are checked before the model loads: InputError when there is nothing to resolve."""
+    from swe_rl_jax.data.sources import InputError, RepoLocator
 
     instances = load_instances(config.instances, require_patch=False)
     if config.instance_ids:
@@ -119,6 +121,14 @@ def run_resolve(config: ResolveConfig, respond: Optional[Any] = None) -> dict[st
         instances = [i for i in instances if i.instance_id in wanted]
     if config.limit:
         instances = instances[: config.limit]
+    if not instances:
+        raise InputError(f"no instances to resolve in {config.instances} (after instance_ids / limit)")
+    if not Path(config.repos).is_dir():
+        raise InputError(f"--repos directory not found: {config.repos}")
+    locator = RepoLocator(config.repos)
+    if not any(locator.find(repo) is not None for repo in {i.repo for i in instances}):
+        raise InputError(f"--repos {config.repos} holds no clone of any instance's repository "
+                         f"(looked for <owner>__<name> or <name>, e.g. {instances[0].repo})")
     policy = None
     if respond is None:
         from swe_rl_jax.parallel import get_rules, make_mesh
@@ -127,7 +137,7 @@ def run_resolve(config: ResolveConfig, respond: Optional[Any] = None) -> dict[st
         model_config, params, tokenizer = load_policy(config.model, make_mesh(config.mesh), get_rules(config.rules))
         respond = policy = SamplerPolicy(model_config, params, tokenizer, config.localization, config.repair,
                                          config.max_prompt_tokens, config.seed)
-    summary = resolve_all(instances, RepoLocator(config.repos), respond, config.agentless, config.out,
+    summary = resolve_all(instances, locator, respond, config.agentless, config.out,
                           config.model_name or config.model.checkpoint, config.trace_out or None,
                           progress=config.progress)
     if policy is not None:

@@ -25,6 +25,7 @@ from typing import Any
 from swe_rl_jax.commands.eval import EvalConfig, run_eval
 from swe_rl_jax.commands.rejection_sample import RejectionRunConfig, TeacherConfig, run as run_rejection
 from swe_rl_jax.config import require, to_dict
+from swe_rl_jax.data.sample import SAMPLE_DIR
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.rl.run import RLConfig, run_rl
 from swe_rl_jax.sft.rejection import RejectionConfig
@@ -37,7 +38,8 @@ TABLE_METRICS = ("format_correct", "file_hit", "function_hit", "line_hit", "mean
 class MainConfig:
     out_dir: str = "outputs/main"
     model: ModelSource = field(default_factory=ModelSource)
-    teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path="data/sample/teacher_responses.jsonl"))
+    # The shipped sample's teacher answers, wherever the command runs from.
+    teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path=str(SAMPLE_DIR / "teacher_responses.jsonl")))
     rejection: RejectionConfig = field(default_factory=lambda: RejectionConfig(samples_per_prompt=5, num_workers=1))
     sft: SFTConfig = field(default_factory=SFTConfig)  # paths are set by the pipeline
     rl: RLConfig = field(default_factory=RLConfig)  # paths and model are set by the pipeline

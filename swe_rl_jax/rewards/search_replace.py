@@ -26,6 +26,9 @@ class SearchReplaceBlock:
     path: str  # normalized
     search: str  # lines joined by "\n", no trailing newline; "" = create the file
     replace: str
+    # The header's path before its leading './' or '/' were dropped ("" = `path`): what code
+    # writing the edit to disk checks (`rewards.paths.unsafe_path_reason`). Not part of equality.
+    written_path: str = dataclasses.field(default="", compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,13 +37,16 @@ class SearchReplaceEdits:
     malformed: int  # marker sequences that did not form a block (no header, unterminated, ...)
 
 
-def _header_path(lines: list[str], marker_at: int) -> str | None:
+def _header_path(lines: list[str], marker_at: int) -> tuple[str, str] | None:
+    """(normalized path, path as written) of the block's `### path` header, or None."""
     j = marker_at - 1
     if j >= 0 and is_fence_line(lines[j]):
         j -= 1
     if j < 0 or not lines[j].startswith("###"):
         return None
-    return normalize_path(lines[j].lstrip("#")) or None
+    header = lines[j].lstrip("#")
+    path = normalize_path(header)
+    return (path, normalize_path(header, keep_root=True)) if path else None
 
 
 def parse_search_replace(text: str) -> SearchReplaceEdits | FormatError:
@@ -51,7 +57,7 @@ def parse_search_replace(text: str) -> SearchReplaceEdits | FormatError:
     blocks: list[SearchReplaceBlock] = []
     malformed = 0
     state = "out"
-    path = ""
+    path = written = ""
     start = divider = 0
     for i, line in enumerate(lines):
         if line == SEARCH_MARKER:
@@ -62,7 +68,7 @@ def parse_search_replace(text: str) -> SearchReplaceEdits | FormatError:
                 malformed += 1
                 state = "out"
             else:
-                state, start, path = "search", i + 1, header
+                state, start, (path, written) = "search", i + 1, header
         elif state == "search" and line == DIVIDER:
             state, divider = "replace", i
         elif state == "search" and line == REPLACE_MARKER:
@@ -71,7 +77,7 @@ def parse_search_replace(text: str) -> SearchReplaceEdits | FormatError:
         elif state == "replace" and line == REPLACE_MARKER:
             search = "\n".join(lines[start:divider])
             replace = "\n".join(lines[divider + 1:i])
-            blocks.append(SearchReplaceBlock(path, search, replace))
+            blocks.append(SearchReplaceBlock(path, search, replace, written))
             state = "out"
     if state != "out":
         malformed += 1
