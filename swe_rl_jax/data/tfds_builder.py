@@ -51,12 +51,12 @@ import_tensorflow()  # before tensorflow_datasets imports it without the quietin
 import tensorflow_datasets as tfds  # noqa: E402
 from etils import epath  # noqa: E402
 
-from swe_rl_jax.data.records import SPLITS, SUBTASKS, RecordFormatError, iter_jsonl  # noqa: E402
+from swe_rl_jax.data.records import SPLITS, RecordFormatError, iter_jsonl  # noqa: E402
+from swe_rl_jax.subtasks import SUBTASKS  # noqa: E402
 
 log = logging.getLogger(__name__)
 
 DATASET_NAME = "swe_subtasks"
-SORFT_SUBTASKS = tuple(s for s in SUBTASKS if s != "swe_rl")  # the four SoRFT subtasks
 KINDS = ("rl", "sft")
 JSON_FIELDS = ("ground_truth", "candidates", "context", "meta")
 TEXT_FIELDS = ("task_id", "subtask", "instance_id", "repo")
