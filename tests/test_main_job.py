@@ -4,9 +4,10 @@ import json
 from swe_rl_jax.cli import main as cli
 
 
-def test_main_job_tiny_end_to_end(tmp_path, tiny_llama):
+def test_main_job_tiny_end_to_end(tmp_path, tiny_llama, monkeypatch):
     from transformers import AutoModelForCausalLM
 
+    monkeypatch.chdir(tmp_path)  # the default config and the shipped sample are found from anywhere
     out = tmp_path / "main"
     assert cli(["main", f"out_dir={out}", f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
                 "sft.num_steps=2", "sft.progress=false", "rl.num_steps=2", "rl.progress=false",

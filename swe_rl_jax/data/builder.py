@@ -162,21 +162,26 @@ def build_dataset(
     out_dir = Path(out_dir)
     stats = BuildStats(options.subtasks)
     outputs = {}
-    for split in SPLITS:
-        for subtask in options.subtasks:
-            path = records_file(out_dir, split, subtask)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Written under a temporary name so an interrupted build leaves no complete-looking file.
-            tmp = path.with_suffix(".jsonl.tmp")
-            outputs[split, subtask] = (path, tmp, tmp.open("w", encoding="utf-8", newline="\n"))
+    complete = False
     try:
+        for split in SPLITS:
+            for subtask in options.subtasks:
+                path = records_file(out_dir, split, subtask)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # Written under a temporary name so an interrupted build leaves no complete-looking
+                # file; removed again when the build fails (any exception, Ctrl-C included).
+                tmp = path.with_suffix(".jsonl.tmp")
+                outputs[split, subtask] = (path, tmp, tmp.open("w", encoding="utf-8", newline="\n"))
         for split, record in iter_tasks(instances, locator, options, stats, progress):
             outputs[split, record.subtask][2].write(record.to_json() + "\n")
+        complete = True
     finally:
-        for _, _, f in outputs.values():
+        for path, tmp, f in outputs.values():
             f.close()
-    for path, tmp, _ in outputs.values():
-        tmp.replace(path)
+            if complete:
+                tmp.replace(path)
+            else:
+                tmp.unlink(missing_ok=True)
     summary = {**stats.summary(), "options": to_dict(options), **(extra_summary or {})}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return summary

@@ -254,7 +254,7 @@ class GitRepo:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         run_git(self.path, "rev-parse", "--git-dir")  # fails fast on a directory that is not a repo
-        self._trees: collections.OrderedDict[str, dict[str, str]] = collections.OrderedDict()
+        self._trees: collections.OrderedDict[str, tuple[dict[str, str], frozenset[str]]] = collections.OrderedDict()
 
     def resolve(self, rev: str) -> str | None:
         """The full commit id of `rev`, or None when the repository has no such commit."""
@@ -268,26 +268,36 @@ class GitRepo:
 
     def tree(self, commit: str) -> dict[str, str]:
         """path → blob id of every regular file at `commit` (paths that are not UTF-8 are left out)."""
+        return self._listing(commit)[0]
+
+    def links(self, commit: str) -> frozenset[str]:
+        """The paths at `commit` that are symlinks or submodules (an edit must not write through them)."""
+        return self._listing(commit)[1]
+
+    def _listing(self, commit: str) -> tuple[dict[str, str], frozenset[str]]:
         if commit in self._trees:
             self._trees.move_to_end(commit)
             return self._trees[commit]
         out = run_git(self.path, "ls-tree", "-r", "-z", "--full-tree", commit)
         files: dict[str, str] = {}
+        links: set[str] = set()
         for entry in out.split(b"\0"):
             if not entry:
                 continue
             meta, _, raw_path = entry.partition(b"\t")
             mode, kind, blob = meta.split(b" ")
-            if kind != b"blob" or mode not in _REGULAR_MODES:
-                continue
             try:
-                files[raw_path.decode("utf-8")] = blob.decode()
+                path = raw_path.decode("utf-8")
             except UnicodeDecodeError:
                 continue
-        self._trees[commit] = files
+            if kind == b"blob" and mode in _REGULAR_MODES:
+                files[path] = blob.decode()
+            else:
+                links.add(path)
+        self._trees[commit] = files, frozenset(links)
         if len(self._trees) > _TREE_CACHE_SIZE:
             self._trees.popitem(last=False)
-        return files
+        return self._trees[commit]
 
     def read_blobs(self, blob_ids: Iterable[str]) -> dict[str, bytes]:
         """Contents of the given blobs, fetched with a single `git cat-file --batch`."""
@@ -316,6 +326,7 @@ class Snapshot:
         self.repo = repo
         self.commit = commit
         self.files = repo.tree(commit)
+        self.links = repo.links(commit)
         self._bytes: dict[str, bytes] = {}
 
     def read_bytes(self, paths: Iterable[str]) -> dict[str, bytes]:

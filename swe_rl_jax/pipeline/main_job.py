@@ -27,7 +27,7 @@ from typing import Any
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.build import build_sample
 from swe_rl_jax.data.builder import format_summary
-from swe_rl_jax.data.sample import make_sample_repos
+from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.eval.run import EvalConfig, run_eval
 from swe_rl_jax.pipeline.resolution import ResolutionConfig, disabled_row, resolution_row, resolve_and_evaluate
 from swe_rl_jax.policy import ModelSource
@@ -45,7 +45,8 @@ TABLE_METRICS = ("format_correct", "file_hit", "function_hit", "line_hit", "mean
 class MainConfig:
     out_dir: str = "outputs/main"
     model: ModelSource = field(default_factory=ModelSource)
-    teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path="data/sample/teacher_responses.jsonl"))
+    # The shipped sample's teacher answers, wherever the command runs from.
+    teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path=str(SAMPLE_DIR / "teacher_responses.jsonl")))
     rejection: RejectionConfig = field(default_factory=lambda: RejectionConfig(samples_per_prompt=5, num_workers=1))
     sft: SFTConfig = field(default_factory=SFTConfig)  # paths are set by the pipeline
     rl: RLConfig = field(default_factory=RLConfig)  # paths and model are set by the pipeline

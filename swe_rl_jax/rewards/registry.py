@@ -43,10 +43,15 @@ def register_reward(name: str, fn: RewardFn, min_score: float) -> None:
 
 
 def get_reward_spec(name: str) -> RewardSpec:
-    """The spec for `name` or "module:name"; KeyError listing the known names otherwise."""
+    """The spec for `name` or "module:name"; KeyError listing the known names otherwise (also when
+    the module of a "module:name" cannot be imported)."""
     module, sep, short = name.rpartition(":")
     if sep and short not in _REGISTRY:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except (ImportError, ValueError) as e:  # ValueError: an empty module name
+            raise KeyError(f"unknown reward {name!r}: cannot import module {module!r} ({e}); "
+                           f"registered: {sorted(_REGISTRY)}") from None
     key = short if sep else name
     if key not in _REGISTRY:
         raise KeyError(f"unknown reward {name!r}; registered: {sorted(_REGISTRY)}")

@@ -36,6 +36,9 @@ class SearchReplaceBlock:
     path: str  # normalized
     search: str  # lines joined by "\n", no trailing newline; "" = create the file
     replace: str
+    # The header's path before its leading './' or '/' were dropped ("" = `path`): what code
+    # writing the edit to disk checks (`rewards.paths.unsafe_path_reason`). Not part of equality.
+    written_path: str = dataclasses.field(default="", compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,8 +90,9 @@ def _scan(lines: list[str]) -> tuple[list[_Located], int]:
             malformed += 1
             state = "out"
         elif state == "replace" and line == REPLACE_MARKER:
-            block = SearchReplaceBlock(normalize_path(lines[header].lstrip("#")), "\n".join(lines[start:divider]),
-                                       "\n".join(lines[divider + 1:i]))
+            written = lines[header].lstrip("#")
+            block = SearchReplaceBlock(normalize_path(written), "\n".join(lines[start:divider]),
+                                       "\n".join(lines[divider + 1:i]), normalize_path(written, keep_root=True))
             found.append(_Located(block, header, start - 1, i))
             state = "out"
     if state != "out":

@@ -243,6 +243,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
     position, cursor = 0, 0
+    run: dict[str, Any] = {}  # run-level summary values, carried across resumes in the checkpoint meta
     resume_step = checkpointer.latest_step()
     if ppo and resume_step is not None:  # the newest position both the policy and the critic hold
         common = set(checkpointer.all_steps()) & set(critic_checkpointer.all_steps())
@@ -253,6 +254,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         if "config" in meta:
             check_resumable(checkpointer.directory, meta["config"], to_dict(config))
         position, cursor = int(meta["position"]), int(meta["cursor"])
+        run = dict(meta.get("run", {}))
         if ppo:
             critic_state, _ = critic_checkpointer.restore(
                 abstract_critic_state(model_config, critic_optimizer, critic_sh, config.critic.mode, param_dtype),
@@ -284,12 +286,17 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
                 heldout_history.append(heldout(state.params))
                 metrics.update(heldout_history[-1])
             history.append(metrics)
+            run.setdefault("reward_first", float(metrics["reward_mean"]))
+            run["reward_last"] = float(metrics["reward_mean"])
+            if heldout_history:
+                run.setdefault("heldout_first", heldout_history[0])
+                run["heldout_last"] = heldout_history[-1]
             writer.write(position, metrics)
             bar.update(1)
             bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", refresh=False)
             stop = preemption.is_set() or len(history) == config.stop_after_steps
             if stop or position % config.save_every == 0 or position == config.num_steps:
-                meta = {"position": position, "cursor": stream.cursor, "config": to_dict(config)}
+                meta = {"position": position, "cursor": stream.cursor, "config": to_dict(config), "run": run}
                 if ppo:
                     meta["kl_controller"] = trainer.kl_controller.state_dict()
                     critic_checkpointer.save(position, critic_state, {"position": position})
@@ -305,10 +312,9 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     summary: dict[str, Any] = {"steps": position, "finished": position == config.num_steps,
                                "prompts": len(prompts), "prompts_too_long": too_long, "records": counts.to_json(),
                                "prompts_without_tests": without_tests,
-                               "reward_first": history[0]["reward_mean"] if history else None,
-                               "reward_last": history[-1]["reward_mean"] if history else None}
-    if heldout_history:
-        summary["heldout_first"], summary["heldout_last"] = heldout_history[0], heldout_history[-1]
+                               "reward_first": run.get("reward_first"), "reward_last": run.get("reward_last")}
+    if "heldout_first" in run:
+        summary["heldout_first"], summary["heldout_last"] = run["heldout_first"], run["heldout_last"]
     if config.export and summary["finished"]:
         summary["export_dir"] = str(save_hf(out / "hf", model_config.replace(dtype="float32"), state.params,
                                             tokenizer_dir=tokenizer_source(config.model)))

@@ -168,8 +168,9 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
                            learning_rate=learning_rate_schedule(opt_config))
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
-    state, position, _ = resume(checkpointer, abstract_train_state(model_config, optimizer, state_sh, param_dtype),
-                                lambda: state, config=to_dict(config))
+    state, position, resumed = resume(checkpointer,
+                                      abstract_train_state(model_config, optimizer, state_sh, param_dtype),
+                                      lambda: state, config=to_dict(config))
     writer = MetricsWriter(out / "metrics")
     seq = first["tokens"].shape[1]
     try:
@@ -177,6 +178,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
             state, step, lambda p: (jax.device_put(b, b_sh) for b in batches.from_position(p)),
             LoopConfig(num_steps=num_steps, save_every=config.save_every, progress=config.progress),
             start_position=position, checkpointer=checkpointer, writer=writer, meta={"config": to_dict(config)},
+            resumed_meta=resumed,
             tokens_per_batch=config.batch_size * seq,
             flops_per_batch=train_flops_per_token(model_config, seq) * config.batch_size * seq,
         )
@@ -188,8 +190,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     summary: dict[str, Any] = {"steps": result.position, "stop_reason": result.reason, "train_examples": n_train,
                                "examples": counts.to_json(),
                                "skipped_steps": result.skipped_steps,
-                               "train_loss_first": result.history[0]["loss"] if result.history else None,
-                               "train_loss_last": result.history[-1]["loss"] if result.history else None}
+                               "train_loss_first": result.first_loss, "train_loss_last": result.last_loss}
 
     val = batches.validation()
     if val:
