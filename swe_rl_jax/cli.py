@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("swe_rl_jax.commands.generate", "sample answers to chat prompts with the rollout engine"),
     "eval": ("swe_rl_jax.commands.eval", "greedy subtask evaluation: format, hit, precision/recall, F-beta, applied"),
     "resolve": ("swe_rl_jax.commands.resolve", "Agentless-style inference: localize, repair, filter, vote -> predictions"),
-    "plan-memory": ("swe_rl_jax.commands.plan_memory", "per-device memory of a train step, compiled on fake devices"),
+    "plan-memory": ("swe_rl_jax.commands.plan_memory", "per-chip memory, fit and roofline of a run's programs on CPU or TPU targets"),
 }
 
 

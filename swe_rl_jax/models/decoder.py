@@ -16,6 +16,7 @@ from typing import Any, Literal, Optional, Protocol
 import jax
 import jax.numpy as jnp
 
+from swe_rl_jax.models.attention import choose_impl, cudnn_attention, splash_attention
 from swe_rl_jax.models.config import ModelConfig
 from swe_rl_jax.models.layers import (
     AttentionMask, apply_rope, attention, chunked_attention, rms_norm, rope_tables, swiglu,
@@ -37,6 +38,12 @@ class ShardingHooks(Protocol):
     def activation(self, x: jax.Array, axes: tuple[str, ...]) -> jax.Array: ...
 
     def weight(self, w: jax.Array, axes: tuple[str, ...]) -> jax.Array: ...
+
+    def per_shard(self, fn: Any, args: tuple[jax.Array, ...], axes: tuple[tuple[Optional[str], ...], ...],
+                  out_axes: tuple[Optional[str], ...]) -> jax.Array:
+        """fn applied to each device's shards of `args` (laid out by their logical `axes`), its
+        output laid out by `out_axes` with args[0]'s shape: kernels XLA cannot partition."""
+        ...
 
 _REMAT_POLICIES = {
     "full": jax.checkpoint_policies.nothing_saveable,
@@ -81,11 +88,17 @@ def layer_qkv(
 
 
 def attend(
-    config: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | AttentionMask
+    config: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | AttentionMask,
+    impl: str = "dense", shard: Optional[ShardingHooks] = None,
 ) -> jax.Array:
-    """Attention of `q` [B, S, H, hd] over keys/values [B, T, K, hd]: block by block for a
-    compact mask (config.attention_impl == "chunked"), dense for an expanded [B, S, T] one."""
-    if isinstance(mask, AttentionMask):
+    """Attention of `q` [B, S, H, hd] over keys/values [B, T, K, hd] by `impl` (what
+    `attention.choose_impl` picked): dense over an expanded [B, S, T] mask, otherwise over the
+    compact `AttentionMask`."""
+    if impl == "splash":
+        return splash_attention(q, k, v, mask, config.attention_chunk, shard)
+    if impl == "cudnn":
+        return cudnn_attention(q, k, v, shard)
+    if impl == "chunked":
         return chunked_attention(q, k, v, mask, config.attention_chunk)
     return attention(q, k, v, mask)
 
@@ -109,6 +122,8 @@ def _layer(
     mask: jax.Array | AttentionMask,
     kv: Optional[tuple[jax.Array, jax.Array]],
     cache_index: Optional[jax.Array],
+    impl: str = "dense",
+    shard: Optional[ShardingHooks] = None,
 ) -> tuple[jax.Array, Optional[tuple[jax.Array, jax.Array]]]:
     q, k, v = layer_qkv(config, x, lp, cos, sin)
     if kv is not None:
@@ -118,7 +133,7 @@ def _layer(
         v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), start)
         kv = (k_cache, v_cache)
         k, v = k_cache.astype(x.dtype), v_cache.astype(x.dtype)
-    return layer_output(config, x, lp, attend(config, q, k, v, mask)), kv
+    return layer_output(config, x, lp, attend(config, q, k, v, mask, impl, shard)), kv
 
 
 def hidden_states(
@@ -140,8 +155,9 @@ def hidden_states(
     `tokens[:, 0]` is written (scalar int), required with a cache. segment_ids: [B, S] int for
     packed rows without a cache: a query attends only keys of its own segment; 0 is padding.
     shard: pins the residual stream's and each layer's weights' layouts (training on a mesh).
-    config.attention_impl: "dense" expands the mask to [B, S, T]; "chunked" keeps it compact
-    (`layers.AttentionMask`) and attends block by block (`layers.chunked_attention`).
+    config.attention_impl: "dense" expands the mask to [B, S, T]; the others keep it compact
+    (`layers.AttentionMask`): "chunked" attends block by block (`layers.chunked_attention`),
+    "splash" / "cudnn" run fused kernels where they apply (`models/attention.py`).
     """
     batch, seq = tokens.shape
     dtype = compute_dtype(config)
@@ -155,7 +171,11 @@ def hidden_states(
         q_segment=segment_ids,
         k_segment=segment_ids,
     )
-    mask = spec if config.attention_impl == "chunked" else spec.dense(batch)
+    # Kernels need the queries at the keys' own slots: no cache, or a prefill from slot 0 that
+    # fills the whole cache (a Python 0, so it is known while tracing).
+    aligned = cache is None or (isinstance(cache_index, int) and cache_index == 0 and num_slots == seq)
+    impl = choose_impl(config.attention_impl, spec, aligned, shard)
+    mask = spec.dense(batch) if impl == "dense" else spec
     pin = shard.activation if shard is not None else (lambda x, _: x)
 
     cos, sin = rope_tables(config, positions)
@@ -169,7 +189,7 @@ def hidden_states(
         lp, kv = xs
         if shard is not None:  # cast first, so an FSDP gather moves compute-dtype bytes
             lp = {name: shard.weight(w.astype(dtype), layer_axes[name]) for name, w in lp.items()}
-        x, kv = _layer(config, x, lp, cos, sin, mask, kv, offset)
+        x, kv = _layer(config, x, lp, cos, sin, mask, kv, offset, impl, shard)
         return pin(x, ("batch", "length", "embed")), kv
 
     if remat != "none":

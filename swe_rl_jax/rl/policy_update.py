@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import optax
 
 from swe_rl_jax.models import ModelConfig, hidden_states
-from swe_rl_jax.parallel import Rules
+from swe_rl_jax.models.decoder import ShardingHooks
+from swe_rl_jax.parallel import MeshSharding, Rules
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.train import (TrainState, batch_shardings, make_train_step, merge_aux, next_token_targets,
@@ -25,6 +26,28 @@ def merge_step_aux(total: dict[str, float], step_metrics: dict[str, Any]) -> dic
     return merge_aux(total, {k: float(v) for k, v in step_metrics.items() if k not in STEP_SCALARS})
 
 
+def policy_logprobs(cfg: ModelConfig, params: Any, batch: dict[str, jax.Array], update: Any, temperature: float,
+                    with_entropy: bool = False, shard: Optional[ShardingHooks] = None):
+    """Log-probs (and entropies) of a rollout batch at the sampling temperature, aligned with
+    RolloutBatch.loss_mask; `update` gives remat and loss_chunk."""
+    hidden, _ = hidden_states(cfg, params, batch["tokens"], batch["positions"], remat=update.remat, shard=shard)
+    return token_logprobs(cfg, params, hidden, next_token_targets(batch["tokens"]), update.loss_chunk,
+                          temperature=max(temperature, 1e-6), with_entropy=with_entropy, shard=shard)
+
+
+def make_policy_step(cfg: ModelConfig, objective: Any, update: Any, temperature: float,
+                     optimizer: optax.GradientTransformation, state_shardings: TrainState,
+                     batch_shardings: dict[str, Any], with_entropy: bool,
+                     learning_rate: Optional[optax.Schedule] = None, shard: Optional[ShardingHooks] = None):
+    """The jitted actor update (GRPO or PPO policy loss) for batches with `batch_shardings`."""
+    loss_fn = make_policy_loss_fn(
+        lambda p, b: policy_logprobs(cfg, p, b, update, temperature, with_entropy, shard),
+        **objective.policy_loss_kwargs())
+    return make_train_step(loss_fn, optimizer, state_shardings, batch_shardings,
+                           num_micro_batches=update.micro_batches,
+                           denominator_fn=make_denominator_fn(objective.loss_agg), learning_rate=learning_rate)
+
+
 class PolicyUpdater:
     """`objective` is a GRPOConfig or PPOConfig: it gives `policy_loss_kwargs()`, `loss_agg` and
     `entropy_coef`. `keep_reference`: copy the initial params as the frozen KL reference."""
@@ -36,6 +59,7 @@ class PolicyUpdater:
         self.cfg, self.objective, self.sampling, self.update = model_config, objective, sampling, update
         self.mesh, self.rules, self.pad_id, self.tokenizer = mesh, rules, pad_id, tokenizer
         self.state_shardings, self.optimizer, self.learning_rate = state_shardings, optimizer, learning_rate
+        self.shard = MeshSharding(mesh, rules)
         self.ref_params = jax.tree.map(jnp.copy, state.params) if keep_reference else None
         self._steps: dict[int, Any] = {}
         self._logp = jax.jit(self._logprobs_of)
@@ -43,11 +67,8 @@ class PolicyUpdater:
         self.shard_batch = functools.partial(batch_shardings, mesh, rules)
 
     def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False):
-        """Log-probs at the sampling temperature, aligned with RolloutBatch.loss_mask."""
-        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"], remat=self.update.remat)
-        return token_logprobs(self.cfg, params, hidden, next_token_targets(batch["tokens"]),
-                              self.update.loss_chunk, temperature=max(self.sampling.temperature, 1e-6),
-                              with_entropy=with_entropy)
+        return policy_logprobs(self.cfg, params, batch, self.update, self.sampling.temperature, with_entropy,
+                               self.shard)
 
     def _train_step(self, example: dict[str, Any]) -> Any:
         """The update step for this rollout width; without `logp_old` in the batch it is the
@@ -55,10 +76,7 @@ class PolicyUpdater:
         with_entropy = self.objective.entropy_coef > 0 or "logp_old" not in example
         key = (example["tokens"].shape[1], with_entropy)
         if key not in self._steps:
-            loss_fn = make_policy_loss_fn(lambda p, b: self._logprobs_of(p, b, with_entropy),
-                                          **self.objective.policy_loss_kwargs())
-            self._steps[key] = make_train_step(
-                loss_fn, self.optimizer, self.state_shardings, self.shard_batch(example),
-                num_micro_batches=self.update.micro_batches,
-                denominator_fn=make_denominator_fn(self.objective.loss_agg), learning_rate=self.learning_rate)
+            self._steps[key] = make_policy_step(
+                self.cfg, self.objective, self.update, self.sampling.temperature, self.optimizer,
+                self.state_shardings, self.shard_batch(example), with_entropy, self.learning_rate, self.shard)
         return self._steps[key]

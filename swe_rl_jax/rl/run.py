@@ -209,7 +209,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         del backbone
         critic = Critic(model_config, critic_sh, critic_optimizer, mesh, rules, value_clip=config.ppo.value_clip,
                         loss_agg=config.ppo.loss_agg, micro_batches=config.update.micro_batches,
-                        learning_rate=learning_rate_schedule(critic_opt_config))
+                        learning_rate=learning_rate_schedule(critic_opt_config), remat=config.update.remat)
         trainer: Any = PPOTrainer(model_config, state, state_sh, optimizer, critic, config.ppo, sampling,
                                   config.update, mesh, rules, tokenizer.pad_id, tokenizer,
                                   learning_rate_schedule(opt_config))

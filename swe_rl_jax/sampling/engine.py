@@ -214,16 +214,13 @@ class Engine:
         prompt_rows = [unique.setdefault(tuple(int(t) for t in p), len(unique)) for p in prompts]
         if any(len(p) == 0 for p in unique):
             raise ValueError("empty prompt: every prompt needs at least one token")
-        data = self._data_size
-        num_prompts = self.buckets.batch(len(unique), multiple_of=data)
-        prompt_slots = self.buckets.prompt(max(len(p) for p in unique))
+        num_samples = len(prompts) * sp.n
+        num_prompts, prompt_slots, batch = self._bucketed(len(unique), max(len(p) for p in unique), num_samples)
         tokens = np.zeros((num_prompts, prompt_slots), np.int32)
         mask = np.zeros((num_prompts, prompt_slots), bool)
         for row, p in enumerate(unique):
             tokens[row, prompt_slots - len(p):] = p
             mask[row, prompt_slots - len(p):] = True
-        num_samples = len(prompts) * sp.n
-        batch = self.buckets.batch(num_samples, multiple_of=data)
         row_of = np.zeros((batch,), np.int32)
         row_of[:num_samples] = np.repeat(np.asarray(prompt_rows, np.int32), sp.n)
         request = _Request(
@@ -234,15 +231,51 @@ class Engine:
             top_p=np.float32(sp.top_p), max_new_tokens=np.int32(sp.max_new_tokens))
         return request, num_samples
 
+    def _bucketed(self, num_prompts: int, longest_prompt: int, num_samples: int) -> tuple[int, int, int]:
+        """(prompt rows, prompt slots, sample rows) of a request, rounded up to the buckets; row
+        counts also divide over the data axis."""
+        data = self._data_size
+        return (self.buckets.batch(num_prompts, multiple_of=data), self.buckets.prompt(longest_prompt),
+                self.buckets.batch(num_samples, multiple_of=data))
+
+    def _static(self, sp: SamplingParams) -> _Static:
+        return _Static(self.buckets.new_tokens(sp.max_new_tokens), sp.greedy, sp.top_k, sp.uses_top_p,
+                       self.mesh, self.data_axis)
+
     def _inputs(self, config: ModelConfig, params: Params, prompts_token_ids: Sequence[Sequence[int]],
                 sp: SamplingParams) -> tuple[_Static, Params, _Request, int]:
         """The compiled program's static options and placed inputs, and the sample count."""
         eos_ids = config.eos_token_ids if sp.eos_ids is None else sp.eos_ids
         request, num_samples = self._pack(prompts_token_ids, sp, eos_ids)
-        static = _Static(self.buckets.new_tokens(sp.max_new_tokens), sp.greedy, sp.top_k,
-                         sp.uses_top_p, self.mesh, self.data_axis)
         params, request = self._place(params, request)
-        return static, params, request, num_samples
+        return self._static(sp), params, request, num_samples
+
+    def lower_shapes(self, config: ModelConfig, params: Params, num_prompts: int, prompt_len: int,
+                     sampling_params: SamplingParams, mesh: Optional[Mesh] = None) -> jax.stages.Lowered:
+        """`lower` from shapes alone, for ahead-of-time planning (swe_rl_jax/plan/): `params` may
+        be ShapeDtypeStructs carrying their shardings, on devices this host does not have (a TPU
+        topology). The request: `num_prompts` distinct prompts of `prompt_len` tokens, each
+        sampled `sampling_params.n` times, laid out as `_place` lays it out; `mesh` holds it when
+        the engine has none (give the params' mesh: `generate` then replicates it there)."""
+        sp = sampling_params
+        rows, slots, batch = self._bucketed(num_prompts, prompt_len, num_prompts * sp.n)
+        num_eos = len(config.eos_token_ids if sp.eos_ids is None else sp.eos_ids)
+        on = self.mesh if self.mesh is not None else mesh
+        if on is None:
+            raise ValueError("lower_shapes needs a mesh: the engine's, or the one the params live on")
+
+        def struct(shape: tuple[int, ...], dtype: Any, batched: bool = False) -> jax.ShapeDtypeStruct:
+            split = batched and self.mesh is not None
+            spec = PartitionSpec(self.data_axis, *[None] * (len(shape) - 1)) if split else PartitionSpec()
+            return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(on, spec))
+
+        request = _Request(
+            prompt_tokens=struct((rows, slots), jnp.int32, True), prompt_mask=struct((rows, slots), jnp.bool_, True),
+            row_of=struct((batch,), jnp.int32, True), sample_ids=struct((batch,), jnp.int32, True),
+            eos_ids=struct((num_eos,), jnp.int32), temperature=struct((), jnp.float32),
+            top_p=struct((), jnp.float32), max_new_tokens=struct((), jnp.int32))
+        rng = struct((), jax.eval_shape(lambda: jax.random.key(0)).dtype)
+        return self._compiled.lower(config, self._static(sp), params, request, rng)
 
     def lower(self, config: ModelConfig, params: Params, prompts_token_ids: Sequence[Sequence[int]],
               sampling_params: SamplingParams) -> jax.stages.Lowered:
