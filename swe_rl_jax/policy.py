@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from swe_rl_jax.checkpoints.gguf import load_gguf
 from swe_rl_jax.models import ModelConfig
+from swe_rl_jax.models.config import AttentionImpl
 from swe_rl_jax.models.params import Params
 from swe_rl_jax.parallel import Rules, load_hf_sharded, param_shardings
 from swe_rl_jax.tokenizer import ChatTokenizer, load_tokenizer
@@ -29,7 +30,8 @@ class ModelSource:
     tokenizer: str = ""  # default: the checkpoint's own tokenizer
     dtype: DTypeName = "float32"  # compute dtype
     param_dtype: DTypeName = "float32"  # master weights
-    attention_impl: Literal["dense", "chunked"] = "dense"  # chunked: flash-style, for long rows
+    # auto: splash on TPU, cudnn on GPU, dense on CPU; chunked: blockwise, any backend (models/attention.py)
+    attention_impl: AttentionImpl = "auto"
     scan_layers: bool = True  # False: unrolled layers (faster decode steps, longer compiles)
 
 

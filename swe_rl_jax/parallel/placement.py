@@ -16,6 +16,8 @@ from swe_rl_jax.checkpoints.hf import assemble_params, iter_hf_tensors
 from swe_rl_jax.checkpoints.hf_config import load_hf_config
 from swe_rl_jax.models.config import ModelConfig
 from swe_rl_jax.models.params import Params, flatten, init_params
+from swe_rl_jax.parallel.distributed import local_replica, multi_process
+from swe_rl_jax.parallel.mesh import MeshConfig, make_mesh
 from swe_rl_jax.parallel.rules import Rules, param_shardings
 
 
@@ -45,3 +47,13 @@ def load_hf_sharded(
         config, iter_hf_tensors(path, config), dtype, place=lambda p, a: place_on(shardings[p], a)
     )
     return config, params
+
+
+def replica_on_host(config: ModelConfig, params: Params, rules: Rules) -> Params:
+    """What this host's own programs (its sampler, an eval) read: `params` themselves with one
+    process; with several, a copy on this process's devices laid out by `rules` over them
+    (`distributed.local_replica`)."""
+    if not multi_process():
+        return params
+    local_mesh = make_mesh(MeshConfig(fsdp=-1), jax.local_devices())
+    return local_replica(params, param_shardings(config, local_mesh, rules))

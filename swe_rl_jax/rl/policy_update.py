@@ -12,6 +12,7 @@ import optax
 from swe_rl_jax.models import ModelConfig, hidden_states
 from swe_rl_jax.models.decoder import ShardingHooks
 from swe_rl_jax.parallel import MeshSharding, Rules
+from swe_rl_jax.parallel.placement import replica_on_host
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.train import (TrainState, batch_shardings, make_train_step, merge_aux, next_token_targets,
@@ -65,6 +66,11 @@ class PolicyUpdater:
         self._logp = jax.jit(self._logprobs_of)
         self._logp_entropy = jax.jit(functools.partial(self._logprobs_of, with_entropy=True))
         self.shard_batch = functools.partial(batch_shardings, mesh, rules)
+
+    def rollout_params(self, params: Any) -> Any:
+        """The weights the sampler reads: each host samples its own prompts on its own devices
+        (rl/host_sampling.py), so with several processes a replica on this host's devices."""
+        return replica_on_host(self.cfg, params, self.rules)
 
     def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False):
         return policy_logprobs(self.cfg, params, batch, self.update, self.sampling.temperature, with_entropy,

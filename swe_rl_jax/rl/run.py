@@ -24,6 +24,8 @@ from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.records import SPLITS, SUBTASKS, TaskRecord, read_records, read_split_records, records_file
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
+from swe_rl_jax.parallel.distributed import DistributedConfig, any_process, initialize, readable
+from swe_rl_jax.parallel.placement import replica_on_host
 from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
 from swe_rl_jax.rewards import RewardPool, score_batch
 from swe_rl_jax.rl.config import GRPOConfig, PPOConfig
@@ -98,6 +100,7 @@ class RLConfig:
     export: bool = True
     seed: int = 0
     progress: bool = True
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)  # multi-host (docs/TRAINING.md)
 
     def __post_init__(self) -> None:
         require(self.split in SPLITS, "split", f"must be one of {SPLITS}")
@@ -182,6 +185,7 @@ def load_critic_backbone(config: RLConfig, model_config: Any, mesh: Any, rules: 
 
 def run_rl(config: RLConfig) -> dict[str, Any]:
     require(bool(config.records_dir), "records_dir", "is required")
+    initialize(config.distributed)  # before anything touches a device
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     mesh, rules = make_mesh(config.mesh), get_rules(config.rules)
@@ -247,7 +251,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         heldout = heldout_evaluator(config, model_config, tokenizer, sampling, rewards, pool)
         heldout_history = []
         if heldout is not None and position == 0:
-            heldout_history.append(heldout(state.params))
+            heldout_history.append(heldout(replica_on_host(model_config, state.params, rules)))
             writer.write(0, heldout_history[-1])
         bar = tqdm(total=config.num_steps, initial=position, disable=not config.progress, dynamic_ncols=True)
         while position < config.num_steps:
@@ -258,13 +262,14 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
             position += 1
             metrics["prompts_too_long"] = too_long
             if heldout is not None and (position % config.heldout.every == 0 or position == config.num_steps):
-                heldout_history.append(heldout(state.params))
+                heldout_history.append(heldout(replica_on_host(model_config, state.params, rules)))
                 metrics.update(heldout_history[-1])
             history.append(metrics)
             writer.write(position, metrics)
             bar.update(1)
             bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", refresh=False)
-            stop = preemption.is_set() or len(history) == config.stop_after_steps
+            # Every host stops, and saves, at the same position when any of them was told to.
+            stop = any_process(preemption.is_set()) or len(history) == config.stop_after_steps
             if stop or position % config.save_every == 0 or position == config.num_steps:
                 meta = {"position": position, "cursor": stream.cursor, "config": to_dict(config)}
                 if ppo:
@@ -286,7 +291,11 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     if heldout_history:
         summary["heldout_first"], summary["heldout_last"] = heldout_history[0], heldout_history[-1]
     if config.export and summary["finished"]:
-        summary["export_dir"] = str(save_hf(out / "hf", model_config.replace(dtype="float32"), state.params,
-                                            tokenizer_dir=tokenizer_source(config.model)))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        export_params = readable(state.params)  # with several processes: gathered by all, written by one
+        summary["export_dir"] = str(out / "hf")
+        if jax.process_index() == 0:
+            save_hf(out / "hf", model_config.replace(dtype="float32"), export_params,
+                    tokenizer_dir=tokenizer_source(config.model))
+    if jax.process_index() == 0:
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary

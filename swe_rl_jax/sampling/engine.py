@@ -208,7 +208,7 @@ class Engine:
         return jax.tree.map(place_param, params), request
 
     def _pack(self, prompts: Sequence[Sequence[int]], sp: SamplingParams,
-              eos_ids: Sequence[int]) -> tuple[_Request, int]:
+              eos_ids: Sequence[int], first_sample: int = 0) -> tuple[_Request, int]:
         """Left-pads the unique prompts into buckets; returns the request and the sample count."""
         unique: dict[tuple[int, ...], int] = {}
         prompt_rows = [unique.setdefault(tuple(int(t) for t in p), len(unique)) for p in prompts]
@@ -225,7 +225,7 @@ class Engine:
         row_of[:num_samples] = np.repeat(np.asarray(prompt_rows, np.int32), sp.n)
         request = _Request(
             prompt_tokens=tokens, prompt_mask=mask, row_of=row_of,
-            sample_ids=np.arange(batch, dtype=np.int32),
+            sample_ids=first_sample + np.arange(batch, dtype=np.int32),
             eos_ids=np.asarray(list(eos_ids), np.int32).reshape(-1),
             temperature=np.float32(sp.temperature if not sp.greedy else 1.0),
             top_p=np.float32(sp.top_p), max_new_tokens=np.int32(sp.max_new_tokens))
@@ -243,10 +243,10 @@ class Engine:
                        self.mesh, self.data_axis)
 
     def _inputs(self, config: ModelConfig, params: Params, prompts_token_ids: Sequence[Sequence[int]],
-                sp: SamplingParams) -> tuple[_Static, Params, _Request, int]:
+                sp: SamplingParams, first_sample: int = 0) -> tuple[_Static, Params, _Request, int]:
         """The compiled program's static options and placed inputs, and the sample count."""
         eos_ids = config.eos_token_ids if sp.eos_ids is None else sp.eos_ids
-        request, num_samples = self._pack(prompts_token_ids, sp, eos_ids)
+        request, num_samples = self._pack(prompts_token_ids, sp, eos_ids, first_sample)
         params, request = self._place(params, request)
         return self._static(sp), params, request, num_samples
 
@@ -292,8 +292,11 @@ class Engine:
         sampling_params: SamplingParams,
         rng: jax.Array | int,
         tokenizer: Any = None,
+        first_sample: int = 0,
     ) -> list[SampleResult]:
-        """One SampleResult per prompt x sample, prompt-major (prompt 0's n samples first)."""
+        """One SampleResult per prompt x sample, prompt-major (prompt 0's n samples first).
+        first_sample: the global index of this call's first sample (its PRNG stream), when a
+        host samples its share of a larger request (rl/sampling_hosts.py)."""
         sp = sampling_params
         if not prompts_token_ids:
             return []
@@ -301,7 +304,7 @@ class Engine:
             raise ValueError("stop strings need a tokenizer (they are matched on decoded text)")
         if isinstance(rng, int):
             rng = jax.random.key(rng)
-        static, params, request, num_samples = self._inputs(config, params, prompts_token_ids, sp)
+        static, params, request, num_samples = self._inputs(config, params, prompts_token_ids, sp, first_sample)
         outputs = jax.device_get(self._compiled(config, static, params, request, rng))
         tokens, logp, logp_trunc, lengths, hit_eos = (np.asarray(o) for o in outputs)
         results = []
@@ -333,11 +336,13 @@ def generate(
     tokenizer: Any = None,
     mesh: Optional[Mesh] = None,
     data_axis: str = "data",
+    first_sample: int = 0,
 ) -> list[SampleResult]:
     """Samples `sampling_params.n` responses per prompt; results are prompt-major.
 
     rng: a PRNG key (or an int seed); the same key gives the same samples. tokenizer: anything
     with `decode(ids) -> str` (e.g. `ChatTokenizer`); fills `text` and enables stop strings.
+    first_sample: see `Engine.generate`.
     """
     engine = default_engine(mesh, data_axis)
-    return engine.generate(config, params, prompts_token_ids, sampling_params, rng, tokenizer)
+    return engine.generate(config, params, prompts_token_ids, sampling_params, rng, tokenizer, first_sample)
