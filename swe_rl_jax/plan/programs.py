@@ -19,6 +19,7 @@ from swe_rl_jax.config import require
 from swe_rl_jax.models.config import ATTENTION_IMPLS, PRESETS, ModelConfig, preset
 from swe_rl_jax.models.params import abstract_params
 from swe_rl_jax.parallel import MeshSharding, Rules, get_rules, param_shardings
+from swe_rl_jax.parallel.mesh import MESH_AXES
 from swe_rl_jax.parallel.rules import GATHERED_AXES
 from swe_rl_jax.train import (OptimizerConfig, abstract_train_state, batch_shardings, make_optimizer, make_sft_loss,
                               make_train_step, state_shardings)
@@ -53,6 +54,7 @@ class PlanSpec:
     reference: bool = True
     prompt_len: int = 0  # rollout: prompt tokens (0: half the context)
     samples: int = 1  # rollout: samples per prompt
+    rollout_axis: str = ""  # rollout: mesh axis the engine splits sequences over ("": none, as the RL run samples)
 
     def __post_init__(self) -> None:
         require(self.program in PROGRAMS, "program", f"must be one of {', '.join(PROGRAMS)}, got {self.program!r}")
@@ -71,6 +73,8 @@ class PlanSpec:
                 f"must be below --seq {self.seq} (the context holds prompt and new tokens), got {self.prompt_len}")
         require(self.samples > 0 and self.batch % self.samples == 0, "samples",
                 f"must be > 0 and divide --batch {self.batch} (sequences), got {self.samples}")
+        require(self.rollout_axis in ("",) + MESH_AXES, "rollout-axis",
+                f"must be one of {', '.join(MESH_AXES)} (or empty), got {self.rollout_axis!r}")
         if self.rules is not None:
             get_rules(self.rules)
 
@@ -194,15 +198,17 @@ def critic_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, s
 def rollout_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, spec: PlanSpec,
                     rollout_rules: Optional[Rules] = None) -> Program:
     """The rollout engine's program (`sampling.Engine.lower_shapes`): prefill of batch/samples
-    prompts of `prompt_tokens`, then decode steps up to the context `seq`, as the RL run calls
-    `generate` (no engine mesh: the params' layout decides). rollout_rules: the params' layout
-    while sampling (default: the training rules, as today's run samples with the trainer's
-    params); the policy's optimizer state (and the RL run's other state) stays resident."""
+    prompts of `prompt_tokens`, then decode steps up to the context `seq`. The layout is an
+    input: rollout_rules, the params' layout while sampling (default: the training rules, as
+    today's run samples with the trainer's params), and `spec.rollout_axis`, the mesh axis the
+    engine splits the sequences over (default none: the RL run calls `generate` without an
+    engine mesh, so every chip runs every sequence). The policy's optimizer state (and the RL
+    run's other state) stays resident."""
     from swe_rl_jax.sampling import Engine, SamplingParams
 
     params = _abstract_params(config, mesh, rollout_rules or rules, _param_dtype(spec))
     sampling = SamplingParams(max_new_tokens=spec.seq - spec.prompt_tokens, temperature=1.0, n=spec.samples)
-    engine = Engine()
+    engine = Engine(mesh=mesh, data_axis=spec.rollout_axis) if spec.rollout_axis else Engine()
     optimizer = make_optimizer(OptimizerConfig())
     opt_state = _policy_state(config, mesh, rules, spec, optimizer)[0].opt_state
     resident = {"policy optimizer state": opt_state, **_resident(config, mesh, rules, spec, critic=True)}

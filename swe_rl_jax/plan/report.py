@@ -76,7 +76,8 @@ def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]
     if spec.program == "rollout":
         bound = rollout_roofline(
             config, spec.batch // spec.samples, spec.prompt_tokens, spec.batch, spec.seq - spec.prompt_tokens,
-            jax.numpy.dtype(spec.param_dtype).itemsize, chip, chips, batch_split=1, weight_split=weight_split,
+            jax.numpy.dtype(spec.param_dtype).itemsize, chip, chips,
+            batch_split=mesh.shape[spec.rollout_axis] if spec.rollout_axis else 1, weight_split=weight_split,
             kv_split=unsharded_split(mesh, rules, "kv_heads", config.num_kv_heads)).as_dict()
     else:
         bound = train_roofline(config, spec.seq, spec.batch, spec.micro_batches, spec.remat, spec.chunk,
@@ -104,7 +105,7 @@ def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]
         report["algorithm"] = spec.algorithm
         report["reference"] = spec.reference
     if spec.program == "rollout":
-        report.update(prompt_len=spec.prompt_tokens, samples=spec.samples)
+        report.update(prompt_len=spec.prompt_tokens, samples=spec.samples, rollout_axis=spec.rollout_axis)
     report["hints"] = [] if report["fits"] else fit_hints(spec, report)
     return report
 
@@ -128,6 +129,9 @@ def fit_hints(spec: PlanSpec, r: dict[str, Any]) -> list[str]:
         if spec.remat != "full":
             hints.append("--remat full: recompute each layer's activations in the backward instead of keeping them")
     else:
+        if not spec.rollout_axis:
+            hints.append(f"a rollout layout that splits the sequences over the chips (--rollout-axis fsdp): today "
+                         f"every one of the {r['devices']} chips decodes every sequence and holds its KV cache")
         hints.append(f"fewer sequences per rollout call (--batch {max(1, spec.batch // 2)}): the KV cache and "
                      "prefill activations scale with them")
     if spec.param_dtype == "float32":
@@ -144,7 +148,8 @@ def format_report(r: dict[str, Any]) -> str:
 
     mesh = ",".join(f"{k}={v}" for k, v in r["mesh"].items())
     program = r["program"] + (f" ({r['algorithm']})" if "algorithm" in r else "")
-    rows = (f"{r['batch']} sequences ({r['samples']} per prompt), prompt {r['prompt_len']} of {r['seq']} tokens"
+    rows = (f"{r['batch']} sequences ({r['samples']} per prompt), prompt {r['prompt_len']} of {r['seq']} tokens, "
+            f"split over {r['rollout_axis'] or 'no mesh axis'}"
             if r["program"] == "rollout" else
             f"batch {r['batch']} x seq {r['seq']}  micro-batches {r['micro_batches']}  remat {r['remat']}  "
             f"loss chunk {r['chunk']}")
