@@ -14,11 +14,13 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
+from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.checkpoints.gguf import load_gguf
 from swe_rl_jax.models import ModelConfig
 from swe_rl_jax.models.config import AttentionImpl
 from swe_rl_jax.models.params import Params
 from swe_rl_jax.parallel import Rules, load_hf_sharded, param_shardings
+from swe_rl_jax.parallel.distributed import readable
 from swe_rl_jax.tokenizer import ChatTokenizer, load_tokenizer
 
 DTypeName = Literal["float32", "bfloat16"]
@@ -65,3 +67,13 @@ def load_policy(source: ModelSource, mesh: jax.sharding.Mesh, rules: Rules) -> t
 def tokenizer_source(source: ModelSource) -> Path:
     """What `save_hf(tokenizer_dir=...)` should copy the tokenizer from."""
     return resolve_checkpoint(source.tokenizer or source.checkpoint)
+
+
+def export_policy(directory: Path, config: ModelConfig, params: Params, source: ModelSource) -> str:
+    """Writes `params` as a float32 HF checkpoint with the source's tokenizer and returns the
+    directory. With several processes every process gathers the params (a collective) and
+    process 0 writes."""
+    host_params = readable(params)
+    if jax.process_index() == 0:
+        save_hf(directory, config.replace(dtype="float32"), host_params, tokenizer_dir=tokenizer_source(source))
+    return str(directory)

@@ -20,13 +20,12 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.records import SPLITS, SUBTASKS, TaskRecord, read_records, read_split_records, records_file
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
-from swe_rl_jax.parallel.distributed import DistributedConfig, any_process, initialize, readable
+from swe_rl_jax.parallel.distributed import DistributedConfig, any_process, initialize
 from swe_rl_jax.parallel.placement import replica_on_host
-from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
+from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, tokenizer_source
 from swe_rl_jax.rewards import RewardPool, score_batch
 from swe_rl_jax.rl.config import GRPOConfig, PPOConfig
 from swe_rl_jax.rl.grpo import GRPOTrainer, Prompt, UpdateConfig
@@ -291,11 +290,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     if heldout_history:
         summary["heldout_first"], summary["heldout_last"] = heldout_history[0], heldout_history[-1]
     if config.export and summary["finished"]:
-        export_params = readable(state.params)  # with several processes: gathered by all, written by one
-        summary["export_dir"] = str(out / "hf")
-        if jax.process_index() == 0:
-            save_hf(out / "hf", model_config.replace(dtype="float32"), export_params,
-                    tokenizer_dir=tokenizer_source(config.model))
+        summary["export_dir"] = export_policy(out / "hf", model_config, state.params, config.model)
     if jax.process_index() == 0:
         (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary

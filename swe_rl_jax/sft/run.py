@@ -16,15 +16,14 @@ from typing import Any, Iterator, Optional
 import jax
 import numpy as np
 
-from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.records import SUBTASKS, read_split_records, records_file
 from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
-from swe_rl_jax.parallel.distributed import DistributedConfig, barrier, global_batch, initialize, local_rows, readable
+from swe_rl_jax.parallel.distributed import DistributedConfig, barrier, global_batch, initialize, local_rows
 from swe_rl_jax.parallel.placement import replica_on_host
 from swe_rl_jax.parallel.rules import MeshSharding
-from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
+from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, tokenizer_source
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.train import (Checkpointer, LoopConfig, MetricsWriter, OptimizerConfig, abstract_train_state,
                               batch_shardings, create_train_state, from_seqio, learning_rate_schedule,
@@ -214,11 +213,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
                                                  tokenizer, config, "validation")
     writer.close()
     if config.export:
-        export_params = readable(state.params)  # with several processes: gathered by all, written by one
-        summary["export_dir"] = str(out / "hf")
-        if jax.process_index() == 0:
-            save_hf(out / "hf", model_config.replace(dtype="float32"), export_params,
-                    tokenizer_dir=tokenizer_source(config.model))
+        summary["export_dir"] = export_policy(out / "hf", model_config, state.params, config.model)
     if jax.process_index() == 0:
         (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
