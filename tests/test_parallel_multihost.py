@@ -125,7 +125,8 @@ from swe_rl_jax.models import model_config_from_dict
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.distributed import place_rows
 from swe_rl_jax.rl.config import GRPOConfig
-from swe_rl_jax.rl.grpo import GRPOTrainer, UpdateConfig
+from swe_rl_jax.rl.grpo import GRPOTrainer
+from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.train import OptimizerConfig, batch_shardings, create_train_state, make_optimizer
 
@@ -134,9 +135,9 @@ cfg = model_config_from_dict(dict(family="qwen2", qkv_bias=True, vocab_size=64, 
 mesh, rules = make_mesh(MeshConfig(fsdp=8)), get_rules("fsdp")
 opt = make_optimizer(OptimizerConfig(lr=1e-2, total_steps=2, schedule="constant"))
 state, sh = create_train_state(cfg, opt, mesh, rules, jax.random.PRNGKey(0))
-trainer = GRPOTrainer(cfg, state, sh, opt, GRPOConfig(group_size=2, kl_coef=0.04),
+trainer = GRPOTrainer(TrainerSetup(cfg, sh, opt, mesh, rules, pad_id=0), state, GRPOConfig(group_size=2, kl_coef=0.04),
                       SamplingParams(max_new_tokens=6, temperature=1.0, eos_ids=()),
-                      UpdateConfig(prompts_per_step=8, overlong="none", micro_batches=2), mesh, rules, pad_id=0)
+                      UpdateConfig(prompts_per_step=8, overlong="none", micro_batches=2))
 scored_here = []
 def score(payloads, results):
     scored_here.extend(payloads)

@@ -156,8 +156,7 @@ def rl_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, spec:
     on-policy (one step per rollout batch, as the SWE-RL config; per-row advantages) or PPO
     (logp_old, values, returns, per-token advantages)."""
     from swe_rl_jax.rl.config import GRPOConfig, PPOConfig
-    from swe_rl_jax.rl.grpo import UpdateConfig
-    from swe_rl_jax.rl.policy_update import make_policy_step
+    from swe_rl_jax.rl.policy_update import UpdateConfig, make_policy_step
 
     optimizer = make_optimizer(OptimizerConfig())
     state, shardings = _policy_state(config, mesh, rules, spec, optimizer)

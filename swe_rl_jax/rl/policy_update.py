@@ -1,22 +1,77 @@
-"""What GRPO and PPO share: the policy's log-probs at the sampling temperature and the jitted
-actor update, compiled once per rollout width."""
+"""What GRPO and PPO share: the prompt and scoring interface of a step, the update config, the
+trainer setup bundle, the policy's log-probs at the sampling temperature, the jitted actor update
+(compiled once per rollout width), and the reward metrics of a step."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from swe_rl_jax.models import ModelConfig, hidden_states
-from swe_rl_jax.models.decoder import ShardingHooks
+from swe_rl_jax.models.decoder import RematPolicy, ShardingHooks
 from swe_rl_jax.parallel import MeshSharding, Rules
 from swe_rl_jax.parallel.placement import replica_on_host
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
-from swe_rl_jax.sampling import SamplingParams
+from swe_rl_jax.rl.rollout import OverlongMode
+from swe_rl_jax.sampling import SampleResult, SamplingParams
+from swe_rl_jax.subtasks import format_ok
 from swe_rl_jax.train import (TrainState, batch_shardings, make_train_step, merge_aux, next_token_targets,
                               token_logprobs)
+
+Prompt = tuple[Sequence[int], Any]  # (token ids, payload handed back to `score`)
+ScoreFn = Callable[[Sequence[Any], Sequence[SampleResult]], Sequence[tuple[float, dict]]]
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    prompts_per_step: int = 4
+    ppo_epochs: int = 1  # passes over each rollout batch
+    minibatches: int = 1  # optimizer steps per pass
+    micro_batches: int = 1  # gradient accumulation inside a minibatch
+    loss_chunk: int = 512
+    remat: RematPolicy = "full"  # activation checkpointing of the policy's layers in updates
+    overlong: OverlongMode = "mask"
+    overlong_buffer: int = 64  # tokens before max_new_tokens where the soft penalty starts
+
+
+@dataclass(frozen=True)
+class TrainerSetup:
+    """What every RL trainer needs besides its objective and sampling: the policy's architecture,
+    how its train state is sharded and optimized, the mesh, and the tokenizer's pad id."""
+
+    model_config: ModelConfig
+    state_shardings: TrainState
+    optimizer: optax.GradientTransformation
+    mesh: jax.sharding.Mesh
+    rules: Rules
+    pad_id: int
+    tokenizer: Any = None  # decodes responses (stop strings, `SampleResult.text`)
+    learning_rate: Optional[optax.Schedule] = None  # logged as `lr` when given
+
+
+def reward_component(payload: Any) -> str:
+    """Per-component reward logging key: a record's subtask, else 'task'."""
+    return getattr(payload, "subtask", None) or "task"
+
+
+def reward_metrics(payloads: Sequence[Any], rewards: Sequence[float],
+                   infos: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """A step's `format_error_rate` (each response judged by its record's subtask) and mean reward
+    per component, `reward/<subtask>`; one payload, reward and info per response."""
+    metrics = {"format_error_rate": float(np.mean([
+        not format_ok(getattr(p, "subtask", None), str(info.get("kind", "unknown")))
+        for p, info in zip(payloads, infos)]))}
+    components: dict[str, list[float]] = {}
+    for payload, value in zip(payloads, rewards):
+        components.setdefault(reward_component(payload), []).append(float(value))
+    for name, values in components.items():
+        metrics[f"reward/{name}"] = float(np.mean(values))
+    return metrics
 
 
 STEP_SCALARS = ("loss", "grad_norm", "denominator", "finite", "lr")  # a step's own metrics, not loss aux
@@ -27,16 +82,16 @@ def merge_step_aux(total: dict[str, float], step_metrics: dict[str, Any]) -> dic
     return merge_aux(total, {k: float(v) for k, v in step_metrics.items() if k not in STEP_SCALARS})
 
 
-def policy_logprobs(cfg: ModelConfig, params: Any, batch: dict[str, jax.Array], update: Any, temperature: float,
-                    with_entropy: bool = False, shard: Optional[ShardingHooks] = None):
-    """Log-probs (and entropies) of a rollout batch at the sampling temperature, aligned with
-    RolloutBatch.loss_mask; `update` gives remat and loss_chunk."""
+def policy_logprobs(cfg: ModelConfig, params: Any, batch: dict[str, jax.Array], update: UpdateConfig,
+                    temperature: float, with_entropy: bool = False, shard: Optional[ShardingHooks] = None):
+    """Log-probs (and entropies) of a rollout batch at `temperature` (the sampling params'
+    `logprob_temperature`), aligned with RolloutBatch.loss_mask; `update` gives remat and loss_chunk."""
     hidden, _ = hidden_states(cfg, params, batch["tokens"], batch["positions"], remat=update.remat, shard=shard)
     return token_logprobs(cfg, params, hidden, next_token_targets(batch["tokens"]), update.loss_chunk,
-                          temperature=max(temperature, 1e-6), with_entropy=with_entropy, shard=shard)
+                          temperature=temperature, with_entropy=with_entropy, shard=shard)
 
 
-def make_policy_step(cfg: ModelConfig, objective: Any, update: Any, temperature: float,
+def make_policy_step(cfg: ModelConfig, objective: Any, update: UpdateConfig, temperature: float,
                      optimizer: optax.GradientTransformation, state_shardings: TrainState,
                      batch_shardings: dict[str, Any], with_entropy: bool,
                      learning_rate: Optional[optax.Schedule] = None, shard: Optional[ShardingHooks] = None):
@@ -53,19 +108,18 @@ class PolicyUpdater:
     """`objective` is a GRPOConfig or PPOConfig: it gives `policy_loss_kwargs()`, `loss_agg` and
     `entropy_coef`. `keep_reference`: copy the initial params as the frozen KL reference."""
 
-    def __init__(self, model_config: ModelConfig, state: TrainState, state_shardings: TrainState,
-                 optimizer: optax.GradientTransformation, objective: Any, sampling: SamplingParams, update: Any,
-                 mesh: jax.sharding.Mesh, rules: Rules, pad_id: int, tokenizer: Any,
-                 learning_rate: Optional[optax.Schedule], keep_reference: bool):
-        self.cfg, self.objective, self.sampling, self.update = model_config, objective, sampling, update
-        self.mesh, self.rules, self.pad_id, self.tokenizer = mesh, rules, pad_id, tokenizer
-        self.state_shardings, self.optimizer, self.learning_rate = state_shardings, optimizer, learning_rate
-        self.shard = MeshSharding(mesh, rules)
+    def __init__(self, setup: TrainerSetup, state: TrainState, objective: Any, sampling: SamplingParams,
+                 update: UpdateConfig, keep_reference: bool):
+        self.cfg, self.objective, self.sampling, self.update = setup.model_config, objective, sampling, update
+        self.mesh, self.rules, self.pad_id, self.tokenizer = setup.mesh, setup.rules, setup.pad_id, setup.tokenizer
+        self.state_shardings, self.optimizer = setup.state_shardings, setup.optimizer
+        self.learning_rate = setup.learning_rate
+        self.shard = MeshSharding(self.mesh, self.rules)
         self.ref_params = jax.tree.map(jnp.copy, state.params) if keep_reference else None
         self._steps: dict[int, Any] = {}
         self._logp = jax.jit(self._logprobs_of)
         self._logp_entropy = jax.jit(functools.partial(self._logprobs_of, with_entropy=True))
-        self.shard_batch = functools.partial(batch_shardings, mesh, rules)
+        self.shard_batch = functools.partial(batch_shardings, self.mesh, self.rules)
 
     def rollout_params(self, params: Any) -> Any:
         """The weights the sampler reads: each host samples its own prompts on its own devices
@@ -73,8 +127,8 @@ class PolicyUpdater:
         return replica_on_host(self.cfg, params, self.rules)
 
     def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False):
-        return policy_logprobs(self.cfg, params, batch, self.update, self.sampling.temperature, with_entropy,
-                               self.shard)
+        return policy_logprobs(self.cfg, params, batch, self.update, self.sampling.logprob_temperature,
+                               with_entropy, self.shard)
 
     def _train_step(self, example: dict[str, Any]) -> Any:
         """The update step for this rollout width; without `logp_old` in the batch it is the
@@ -83,6 +137,6 @@ class PolicyUpdater:
         key = (example["tokens"].shape[1], with_entropy)
         if key not in self._steps:
             self._steps[key] = make_policy_step(
-                self.cfg, self.objective, self.update, self.sampling.temperature, self.optimizer,
+                self.cfg, self.objective, self.update, self.sampling.logprob_temperature, self.optimizer,
                 self.state_shardings, self.shard_batch(example), with_entropy, self.learning_rate, self.shard)
         return self._steps[key]
