@@ -123,9 +123,11 @@ def fit_hints(spec: PlanSpec, r: dict[str, Any]) -> list[str]:
                      "keeps them O(seq)")
     if spec.program != "rollout":
         rows_per_micro = spec.batch // spec.micro_batches
-        if rows_per_micro > 1:
+        row_split = r["mesh"]["data"] * r["mesh"]["fsdp"]
+        if rows_per_micro > row_split:  # more than one row per chip in each forward/backward
             hints.append(f"more micro-batches: --micro-batches {spec.micro_batches * 2} halves the rows per "
-                         f"forward/backward ({rows_per_micro} now), and with them most temporaries")
+                         f"forward/backward ({rows_per_micro} over {row_split} chips now), and with them most "
+                         "temporaries")
         if spec.remat != "full":
             hints.append("--remat full: recompute each layer's activations in the backward instead of keeping them")
     else:
