@@ -20,11 +20,12 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.records import SPLITS, SubtaskCounts, TaskRecord, read_split_records
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
-from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
+from swe_rl_jax.parallel.distributed import DistributedConfig, any_process, initialize
+from swe_rl_jax.parallel.placement import replica_on_host
+from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, tokenizer_source
 from swe_rl_jax.rewards import DEFAULT_TIME_LIMIT_S, RewardPool, check_reward_names, score_batch
 from swe_rl_jax.rewards.execution import EXECUTION_REWARDS, ExecutionConfig, prepare_execution
 from swe_rl_jax.rl.config import GRPOConfig, PPOConfig
@@ -103,6 +104,7 @@ class RLConfig:
     export: bool = True
     seed: int = 0
     progress: bool = True
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)  # multi-host (docs/TRAINING.md)
 
     def __post_init__(self) -> None:
         require(self.split in SPLITS, "split", f"must be one of {SPLITS}")
@@ -202,6 +204,7 @@ def load_critic_backbone(config: RLConfig, model_config: Any, mesh: Any, rules: 
 
 def run_rl(config: RLConfig) -> dict[str, Any]:
     require(bool(config.records_dir), "records_dir", "is required")
+    initialize(config.distributed)  # before anything touches a device
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     mesh, rules = make_mesh(config.mesh), get_rules(config.rules)
@@ -231,7 +234,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         del backbone
         critic = Critic(model_config, critic_sh, critic_optimizer, mesh, rules, value_clip=config.ppo.value_clip,
                         loss_agg=config.ppo.loss_agg, micro_batches=config.update.micro_batches,
-                        learning_rate=learning_rate_schedule(critic_opt_config))
+                        learning_rate=learning_rate_schedule(critic_opt_config), remat=config.update.remat)
     setup = TrainerSetup(model_config, state_sh, optimizer, mesh, rules, tokenizer.pad_id, tokenizer,
                          learning_rate_schedule(opt_config))
     if ppo:
@@ -272,7 +275,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         heldout = heldout_evaluator(config, model_config, tokenizer, sampling, rewards, pool, reward_meta)
         heldout_history = []
         if heldout is not None and position == 0:
-            heldout_history.append(heldout(state.params))
+            heldout_history.append(heldout(replica_on_host(model_config, state.params, rules)))
             writer.write(0, heldout_history[-1])
         bar = tqdm(total=config.num_steps, initial=position, disable=not config.progress, dynamic_ncols=True)
         while position < config.num_steps:
@@ -283,7 +286,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
             position += 1
             metrics["prompts_too_long"] = too_long
             if heldout is not None and (position % config.heldout.every == 0 or position == config.num_steps):
-                heldout_history.append(heldout(state.params))
+                heldout_history.append(heldout(replica_on_host(model_config, state.params, rules)))
                 metrics.update(heldout_history[-1])
             history.append(metrics)
             run.setdefault("reward_first", float(metrics["reward_mean"]))
@@ -294,7 +297,8 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
             writer.write(position, metrics)
             bar.update(1)
             bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", refresh=False)
-            stop = preemption.is_set() or len(history) == config.stop_after_steps
+            # Every host stops, and saves, at the same position when any of them was told to.
+            stop = any_process(preemption.is_set()) or len(history) == config.stop_after_steps
             if stop or position % config.save_every == 0 or position == config.num_steps:
                 meta = {"position": position, "cursor": stream.cursor, "config": to_dict(config), "run": run}
                 if ppo:
@@ -316,7 +320,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     if "heldout_first" in run:
         summary["heldout_first"], summary["heldout_last"] = run["heldout_first"], run["heldout_last"]
     if config.export and summary["finished"]:
-        summary["export_dir"] = str(save_hf(out / "hf", model_config.replace(dtype="float32"), state.params,
-                                            tokenizer_dir=tokenizer_source(config.model)))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        summary["export_dir"] = export_policy(out / "hf", model_config, state.params, config.model)
+    if jax.process_index() == 0:
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary

@@ -16,6 +16,7 @@ import jax
 from tqdm import tqdm
 
 from swe_rl_jax.config import ConfigError, require
+from swe_rl_jax.parallel.distributed import any_process
 from swe_rl_jax.train.checkpointing import Checkpointer, PreemptionFlag
 from swe_rl_jax.train.losses import Batch
 from swe_rl_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device
@@ -57,7 +58,8 @@ class LoopResult:
 # Top-level config keys a resumed run may change: how long it runs, how it reports/saves and
 # where its output lives (a run directory may be moved or copied), not what it computes.
 RESUME_MAY_CHANGE = frozenset({"num_steps", "progress", "save_every", "keep_checkpoints", "stop_after_steps",
-                               "export", "eval_examples", "eval_max_new_tokens", "heldout", "out_dir"})
+                               "export", "eval_examples", "eval_max_new_tokens", "heldout", "out_dir",
+                               "distributed"})
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -156,7 +158,7 @@ def train_loop(
             if bad_in_row >= config.max_bad_steps:
                 result_reason = "diverged"
                 break
-            if preemption.is_set():
+            if any_process(preemption.is_set()):  # every host saves at the same position
                 save()
                 result_reason = "preempted"
                 break
