@@ -25,7 +25,7 @@ from swe_rl_jax.rl.config import GRPOConfig
 from swe_rl_jax.rl.objectives import finalize_metrics
 from swe_rl_jax.rl.policy_update import PolicyUpdater, merge_step_aux
 from swe_rl_jax.rl.rollout import OverlongMode, build_rollout_batch, overlong_penalty
-from swe_rl_jax.sampling import SampleResult, SamplingParams, generate
+from swe_rl_jax.sampling import Engine, SampleResult, SamplingParams
 from swe_rl_jax.train import TrainState
 
 Prompt = tuple[Sequence[int], Any]  # (token ids, payload handed back to `score`)
@@ -48,10 +48,11 @@ class GRPOTrainer(PolicyUpdater):
     def __init__(self, model_config: ModelConfig, state: TrainState, state_shardings: TrainState,
                  optimizer: optax.GradientTransformation, grpo: GRPOConfig, sampling: SamplingParams,
                  update: UpdateConfig, mesh: jax.sharding.Mesh, rules: Rules, pad_id: int,
-                 tokenizer: Any = None, learning_rate: Optional[optax.Schedule] = None):
+                 tokenizer: Any = None, learning_rate: Optional[optax.Schedule] = None,
+                 rollout_engine: Optional[Engine] = None):
         super().__init__(model_config, state, state_shardings, optimizer, grpo,
                          dataclasses.replace(sampling, n=grpo.group_size), update, mesh, rules, pad_id, tokenizer,
-                         learning_rate, keep_reference=grpo.kl_coef > 0)
+                         learning_rate, keep_reference=grpo.kl_coef > 0, rollout_engine=rollout_engine)
         self.grpo = grpo
 
     def sample_groups(self, state: TrainState, position: int, next_prompts: Callable[[int], list[Prompt]],
@@ -60,11 +61,11 @@ class GRPOTrainer(PolicyUpdater):
         target = self.update.prompts_per_step
         acc = GroupAccumulator(target, self.grpo.max_refills if self.grpo.dynamic_sampling else 0)
         sampled = 0
+        params = self.rollout_engine.handoff(self.cfg, state.params)  # once, for every refill round
         while True:
             prompts = next_prompts(target - acc.num_informative if acc.rounds else target)
             key = jax.random.fold_in(jax.random.fold_in(state.rng, position), acc.rounds)
-            results = generate(self.cfg, state.params, [p for p, _ in prompts], self.sampling, key,
-                               tokenizer=self.tokenizer)
+            results = self.sample(params, [p for p, _ in prompts], key)
             g = self.grpo.group_size
             scored = score([prompts[r.prompt_index][1] for r in results], results)
             rewards = np.array([s for s, _ in scored], np.float64).reshape(len(prompts), g)

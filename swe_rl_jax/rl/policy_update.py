@@ -12,7 +12,8 @@ import optax
 from swe_rl_jax.models import ModelConfig, hidden_states
 from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
-from swe_rl_jax.sampling import SamplingParams
+from swe_rl_jax.sampling import Engine, SampleResult, SamplingParams
+from swe_rl_jax.sampling.config import RolloutConfig, build_engine
 from swe_rl_jax.train import (TrainState, batch_shardings, make_train_step, merge_aux, next_token_targets,
                               token_logprobs)
 
@@ -27,13 +28,17 @@ def merge_step_aux(total: dict[str, float], step_metrics: dict[str, Any]) -> dic
 
 class PolicyUpdater:
     """`objective` is a GRPOConfig or PPOConfig: it gives `policy_loss_kwargs()`, `loss_agg` and
-    `entropy_coef`. `keep_reference`: copy the initial params as the frozen KL reference."""
+    `entropy_coef`. `keep_reference`: copy the initial params as the frozen KL reference.
+    `rollout_engine`: the sampler of the rollouts (default: `RolloutConfig()` on the training
+    mesh); `sample` hands the params to its layout."""
 
     def __init__(self, model_config: ModelConfig, state: TrainState, state_shardings: TrainState,
                  optimizer: optax.GradientTransformation, objective: Any, sampling: SamplingParams, update: Any,
                  mesh: jax.sharding.Mesh, rules: Rules, pad_id: int, tokenizer: Any,
-                 learning_rate: Optional[optax.Schedule], keep_reference: bool):
+                 learning_rate: Optional[optax.Schedule], keep_reference: bool,
+                 rollout_engine: Optional[Engine] = None):
         self.cfg, self.objective, self.sampling, self.update = model_config, objective, sampling, update
+        self.rollout_engine = rollout_engine or build_engine(RolloutConfig(), mesh)
         self.mesh, self.rules, self.pad_id, self.tokenizer = mesh, rules, pad_id, tokenizer
         self.state_shardings, self.optimizer, self.learning_rate = state_shardings, optimizer, learning_rate
         self.ref_params = jax.tree.map(jnp.copy, state.params) if keep_reference else None
@@ -41,6 +46,12 @@ class PolicyUpdater:
         self._logp = jax.jit(self._logprobs_of)
         self._logp_entropy = jax.jit(functools.partial(self._logprobs_of, with_entropy=True))
         self.shard_batch = functools.partial(batch_shardings, mesh, rules)
+
+    def sample(self, params: Any, prompt_ids: list[Any], key: jax.Array) -> list[SampleResult]:
+        """The rollout: `sampling` responses to each prompt from `params`, which move from the
+        training layout to the rollout engine's on device first (nothing moves when they are
+        already there: `rollout_engine.handoff` them once to sample several times)."""
+        return self.rollout_engine.generate(self.cfg, params, prompt_ids, self.sampling, key, tokenizer=self.tokenizer)
 
     def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False):
         """Log-probs at the sampling temperature, aligned with RolloutBatch.loss_mask."""

@@ -41,7 +41,7 @@ from swe_rl_jax.rl.objectives import finalize_metrics
 from swe_rl_jax.rl.policy_update import PolicyUpdater, merge_step_aux
 from swe_rl_jax.rl.rollout import build_rollout_batch, overlong_penalty
 from swe_rl_jax.rl.value import Critic
-from swe_rl_jax.sampling import SamplingParams, generate
+from swe_rl_jax.sampling import Engine, SamplingParams
 from swe_rl_jax.train import TrainState
 
 
@@ -80,14 +80,15 @@ class PPOTrainer(PolicyUpdater):
                  optimizer: optax.GradientTransformation, critic: Critic, ppo: PPOConfig, sampling: SamplingParams,
                  update: UpdateConfig, mesh: jax.sharding.Mesh, rules: Rules, pad_id: int,
                  tokenizer: Any = None, learning_rate: Optional[optax.Schedule] = None,
-                 advantage_sign: float = 1.0):
+                 advantage_sign: float = 1.0, rollout_engine: Optional[Engine] = None):
         """`optimizer`/`learning_rate`: the actor's (build it with `ppo.actor_lr`); the critic
         carries its own. `sampling.n` responses per prompt (PPO default 1). `advantage_sign` is a
         test hook (−1 flips the advantages fed to the actor)."""
         self.use_reward_kl = ppo.kl_mode == "reward" and (ppo.kl_coef > 0 or ppo.adaptive_kl)
         self.use_loss_kl = ppo.kl_mode == "loss" and ppo.kl_coef > 0
         super().__init__(model_config, state, state_shardings, optimizer, ppo, sampling, update, mesh, rules, pad_id,
-                         tokenizer, learning_rate, keep_reference=self.use_reward_kl or self.use_loss_kl)
+                         tokenizer, learning_rate, keep_reference=self.use_reward_kl or self.use_loss_kl,
+                         rollout_engine=rollout_engine)
         self.ppo, self.critic = ppo, critic
         self.advantage_sign = float(advantage_sign)
         self.kl_controller = ppo.kl_controller()
@@ -98,8 +99,7 @@ class PPOTrainer(PolicyUpdater):
         logp_old, [logp_ref], values_old, advantages, returns). Returns (batch, host info)."""
         prompts = next_prompts(self.update.prompts_per_step)
         key = jax.random.fold_in(state.rng, position)
-        results = generate(self.cfg, state.params, [p for p, _ in prompts], self.sampling, key,
-                           tokenizer=self.tokenizer)
+        results = self.sample(state.params, [p for p, _ in prompts], key)
         scored = score([prompts[r.prompt_index][1] for r in results], results)
         rewards = np.array([s for s, _ in scored], np.float64)
         if self.update.overlong == "penalty":

@@ -31,6 +31,7 @@ from swe_rl_jax.rl.grpo import GRPOTrainer, Prompt, UpdateConfig
 from swe_rl_jax.rl.ppo import PPOTrainer
 from swe_rl_jax.rl.value import CRITIC_MODES, Critic, CriticMode, abstract_critic_state, create_critic_state
 from swe_rl_jax.sampling import SampleResult, SamplingParams
+from swe_rl_jax.sampling.config import RolloutConfig, build_engine
 from swe_rl_jax.scoring import DEFAULT_REWARDS, reward_task
 from swe_rl_jax.train import (Checkpointer, MetricsWriter, OptimizerConfig, PreemptionFlag, abstract_train_state,
                               create_train_state, learning_rate_schedule, make_optimizer)
@@ -85,6 +86,7 @@ class RLConfig:
     critic: CriticConfig = field(default_factory=CriticConfig)
     update: UpdateConfig = field(default_factory=UpdateConfig)
     sampling: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024, temperature=1.0))
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)  # the sampler's layout and batching
     heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
     max_prompt_tokens: int = 8192  # longer prompts are skipped (counted)
     num_steps: int = 100
@@ -196,6 +198,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     state, state_sh = create_train_state(model_config, optimizer, mesh, rules, jax.random.PRNGKey(config.seed),
                                          params=params, param_dtype=param_dtype)
     sampling = dataclasses.replace(config.sampling, eos_ids=config.sampling.eos_ids or tokenizer.eos_ids)
+    engine = build_engine(config.rollout, mesh)
     critic_state = critic_checkpointer = None
     if ppo:
         critic_opt_config = dataclasses.replace(opt_config, lr=config.ppo.critic_lr)
@@ -212,11 +215,12 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
                         learning_rate=learning_rate_schedule(critic_opt_config))
         trainer: Any = PPOTrainer(model_config, state, state_sh, optimizer, critic, config.ppo, sampling,
                                   config.update, mesh, rules, tokenizer.pad_id, tokenizer,
-                                  learning_rate_schedule(opt_config))
+                                  learning_rate_schedule(opt_config), rollout_engine=engine)
         critic_checkpointer = Checkpointer(out / "checkpoints_critic", keep=config.keep_checkpoints)
     else:
         trainer = GRPOTrainer(model_config, state, state_sh, optimizer, config.grpo, sampling, config.update,
-                              mesh, rules, tokenizer.pad_id, tokenizer, learning_rate_schedule(opt_config))
+                              mesh, rules, tokenizer.pad_id, tokenizer, learning_rate_schedule(opt_config),
+                              rollout_engine=engine)
     del params
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
