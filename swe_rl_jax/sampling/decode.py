@@ -9,8 +9,14 @@ the attention went from ~30 to ~11 ms of a batch-32 step (docs/SAMPLING.md).
 
 Why not `models.hidden_states` with a cache: it scans the layers with the stacked cache as scan
 input and output, so XLA writes a fresh cache every step, an O(cache) copy per generated token.
-Here each layer writes just its new column with `dynamic_update_slice`, which XLA performs in
-place inside the decode `while_loop`.
+Here each layer writes just its new column, in place inside the decode `while_loop`: with
+`dynamic_update_slice` when every row writes the same slot (rows that started together), with
+a row-batched scatter (`scatter_rows`) when each row is at its own length (continuous batching).
+
+Under a mesh (`shard`, parallel.MeshSharding) each layer's weights are pinned at their use
+(heads, kv heads and MLP split over `tensor`, gathered over fsdp for the `fsdp_tp` rules) and
+the cache to its `CACHE_AXES` layout; XLA adds the all-reduces after the output and down
+projections.
 
 With `config.scan_layers` true the layers are a `lax.scan` over the stacked weights and the
 stacked [L, ...] cache rides in the scan carry. With it false the engine passes
@@ -128,7 +134,10 @@ def decode_step(
     pin_weight = (lambda w, axes: shard.weight(w.astype(dtype), axes)) if shard else (lambda w, _: w)  # noqa: E731
     weight_axes = layer_axes(config)
     cos, sin = rope_tables(config, positions[:, None])
-    x = pin_weight(params["embed"], ("vocab", "embed")).astype(dtype)[tokens[:, None]]
+    # The embedding and LM head at their use (split over the vocabulary under `tp`).
+    head = {**params, **{name: pin_weight(params[name], axes) for name, axes in
+                         (("embed", ("vocab", "embed")), ("lm_head", ("embed", "vocab"))) if name in params}}
+    x = head["embed"].astype(dtype)[tokens[:, None]]
 
     def layer(x: jax.Array, lp: Params, k_cache: jax.Array, v_cache: jax.Array,
               index: Optional[jax.Array]) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -159,9 +168,6 @@ def decode_step(
         (x, k_cache, v_cache, _), _ = jax.lax.scan(scanned, carry, params["layers"])
         new_cache = {"k": k_cache, "v": v_cache}
     h = rms_norm(x, params["final_norm"], config.rms_norm_eps)
-    head = params if shard is None else {**params, **{
-        name: pin_weight(params[name], axes) for name, axes in (("embed", ("vocab", "embed")), ("lm_head", ("embed", "vocab")))
-        if name in params}}
     logits = logits_from_hidden(config, head, h)[:, 0]
     if shard is not None:
         logits = shard.activation(logits, ("batch", None))

@@ -99,6 +99,11 @@ def _is_eos(tokens: jax.Array, eos_ids: jax.Array) -> jax.Array:
     return (tokens[:, None] == eos_ids[None, :]).any(axis=-1)
 
 
+def _pin_cache_prefill(c: jax.Array, shard: Optional[ShardingHooks]) -> jax.Array:
+    """The decoder's cache [L, P, S, K, hd]: prompts over the batch axes, kv heads over tensor."""
+    return c if shard is None else shard.activation(c, ("layers", "batch", "length", "kv_heads", "head_dim"))
+
+
 def prefill(config: ModelConfig, shard: Optional[ShardingHooks], params: Params, prompt_tokens: jax.Array,
             prompt_mask: jax.Array) -> Bank:
     """Every prompt once (left-padded [P, S]); only the last slot's logits are kept (left padding
@@ -111,11 +116,6 @@ def prefill(config: ModelConfig, shard: Optional[ShardingHooks], params: Params,
                              kv_mask=prompt_mask, cache=cache, cache_index=0, shard=shard)
     logits = logits_from_hidden(config, params, h[:, -1:])[:, 0]
     return Bank(cache, logits, prompt_mask)
-
-
-def _pin_cache_prefill(c: jax.Array, shard: Optional[ShardingHooks]) -> jax.Array:
-    """The decoder's cache [L, P, S, K, hd]: prompts over the batch axes, kv heads over tensor."""
-    return c if shard is None else shard.activation(c, ("layers", "batch", "length", "kv_heads", "head_dim"))
 
 
 def start_rows(config: ModelConfig, options: Options, shard: Optional[ShardingHooks], bank: Bank,
