@@ -84,7 +84,7 @@ def test_tp_rollout_rules_split_heads_mlp_vocab_and_the_kv_cache_over_tensor():
 SNIPPET = r"""
 import json, tempfile
 import jax, jax.numpy as jnp, numpy as np
-from swe_rl_jax.checkpoints.hf import load_hf, save_hf
+from swe_rl_jax.checkpoints import load_hf, save_hf
 from swe_rl_jax.models import ModelConfig, forward, init_params
 from swe_rl_jax.models.params import flatten
 from swe_rl_jax.parallel import *

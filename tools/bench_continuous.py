@@ -87,7 +87,8 @@ def grpo_rollout_seconds(config, params, tokenizer, lengths: list[int], repeats:
     from bench_sampling import prompts as chat_prompts
     from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
     from swe_rl_jax.rl.config import GRPOConfig
-    from swe_rl_jax.rl.grpo import GRPOTrainer, UpdateConfig
+    from swe_rl_jax.rl.grpo import GRPOTrainer
+    from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
     from swe_rl_jax.sampling import Engine, Request, SamplingParams
     from swe_rl_jax.sampling.config import RolloutConfig
     from swe_rl_jax.train import OptimizerConfig, create_train_state, make_optimizer
@@ -111,9 +112,10 @@ def grpo_rollout_seconds(config, params, tokenizer, lengths: list[int], repeats:
 
     def trainer(slots: int) -> GRPOTrainer:
         engine = ForcedLengths(mesh=mesh, slots=slots)
-        return GRPOTrainer(config, state, shardings, optimizer, GRPOConfig(group_size=16, kl_coef=0.0), sampling,
-                           UpdateConfig(prompts_per_step=8), mesh, rules, tokenizer.pad_id, tokenizer,
-                           rollout_engine=engine)
+        setup = TrainerSetup(config, shardings, optimizer, mesh, rules, tokenizer.pad_id, tokenizer,
+                             rollout_engine=engine)
+        return GRPOTrainer(setup, state, GRPOConfig(group_size=16, kl_coef=0.0), sampling,
+                           UpdateConfig(prompts_per_step=8))
 
     def score(payloads, results):
         return [(float(len(r.text or "")), {"kind": "ok"}) for r in results]

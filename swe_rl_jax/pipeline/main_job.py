@@ -1,7 +1,7 @@
 """The main job, one command from issues to a better model (the README's first command).
 
 Stages, each reading the previous stage's output under `out_dir`:
-    records/    build-data on the shipped sample (data/sample)
+    records/    the shipped sample's task records (data/sample, `data.build.build_sample`)
     eval_base/  greedy eval of the starting model on the held-out (validation) split
     sft_data/   rejection sampling of the teacher's responses through the subtask filters
     sft/        sharded SFT from the starting model; exports sft/hf
@@ -22,13 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swe_rl_jax.commands.eval import EvalConfig, run_eval
-from swe_rl_jax.commands.rejection_sample import RejectionRunConfig, TeacherConfig, run as run_rejection
 from swe_rl_jax.config import require, to_dict
+from swe_rl_jax.data.build import build_sample
+from swe_rl_jax.data.builder import format_summary
+from swe_rl_jax.eval.run import EvalConfig, run_eval
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.rl.run import RLConfig, run_rl
 from swe_rl_jax.sft.rejection import RejectionConfig
+from swe_rl_jax.sft.rejection_run import RejectionRunConfig, run_rejection
 from swe_rl_jax.sft.run import SFTConfig, run_sft
+from swe_rl_jax.subtasks import LOCALIZATION_SUBTASKS, subtask
+from swe_rl_jax.teachers.config import TeacherConfig
 
 TABLE_METRICS = ("format_correct", "file_hit", "function_hit", "line_hit", "mean_reward")
 
@@ -53,15 +57,12 @@ def _stage(name: str) -> float:
 
 
 def run_main(config: MainConfig) -> dict[str, Any]:
-    from swe_rl_jax.cli import main as cli
-
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     records, timings = out / "records", {}
 
     t = _stage("build subtask data from the shipped sample")
-    if cli(["build-data", "--sample", "--out", str(records)]) != 0:
-        raise RuntimeError("build-data failed")
+    print(format_summary(build_sample(records)))
     timings["data"] = time.perf_counter() - t
 
     def evaluate(stage: str, model: ModelSource) -> dict[str, Any]:
@@ -111,8 +112,8 @@ def results_table(summaries: dict[str, dict[str, dict[str, float]]]) -> dict[str
     for name, summary in summaries.items():
         overall = summary.get("all", {})
         row = {"format_correct": overall.get("format_correct", 0.0), "mean_reward": overall.get("mean_reward", 0.0)}
-        for level in ("file", "function", "line"):
-            row[f"{level}_hit"] = summary.get(f"subtask/{level}_localization", {}).get("hit", float("nan"))
+        for name in LOCALIZATION_SUBTASKS:
+            row[f"{subtask(name).level}_hit"] = summary.get(f"subtask/{name}", {}).get("hit", float("nan"))
         table[name] = row
     return table
 

@@ -1,4 +1,4 @@
-"""RL losses (METHODS.md §4) in the `train.step` contract: a micro-batch SUM plus a global denominator.
+"""RL losses (docs/METHODS.md §4) in the `train.step` contract: a micro-batch SUM plus a global denominator.
 
 Per-token arrays are [B, T] over loss positions (aligned with `loss_mask`, see
 `rl.advantages`); `mask` > 0 marks response tokens. Every loss here is split into

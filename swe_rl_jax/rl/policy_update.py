@@ -1,21 +1,79 @@
-"""What GRPO and PPO share: the policy's log-probs at the sampling temperature and the jitted
-actor update, compiled once per rollout width."""
+"""What GRPO and PPO share: the prompt and scoring interface of a step, the update config, the
+trainer setup bundle, the policy's log-probs at the sampling temperature, the jitted actor update
+(compiled once per rollout width), and the reward metrics of a step."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from swe_rl_jax.models import ModelConfig, hidden_states
+from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
+from swe_rl_jax.rl.rollout import OverlongMode
 from swe_rl_jax.sampling import Engine, SampleResult, SamplingParams
 from swe_rl_jax.sampling.config import RolloutConfig, build_engine
+from swe_rl_jax.subtasks import format_ok
 from swe_rl_jax.train import (TrainState, batch_shardings, make_train_step, merge_aux, next_token_targets,
                               token_logprobs)
+
+Prompt = tuple[Sequence[int], Any]  # (token ids, payload handed back to `score`)
+ScoreFn = Callable[[Sequence[Any], Sequence[SampleResult]], Sequence[tuple[float, dict]]]
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    prompts_per_step: int = 4
+    ppo_epochs: int = 1  # passes over each rollout batch
+    minibatches: int = 1  # optimizer steps per pass
+    micro_batches: int = 1  # gradient accumulation inside a minibatch
+    loss_chunk: int = 512
+    remat: RematPolicy = "full"  # activation checkpointing of the policy's layers in updates
+    overlong: OverlongMode = "mask"
+    overlong_buffer: int = 64  # tokens before max_new_tokens where the soft penalty starts
+
+
+@dataclass(frozen=True)
+class TrainerSetup:
+    """What every RL trainer needs besides its objective and sampling: the policy's architecture,
+    how its train state is sharded and optimized, the mesh, the tokenizer's pad id, and the
+    rollout engine (default: `RolloutConfig()` on the training mesh)."""
+
+    model_config: ModelConfig
+    state_shardings: TrainState
+    optimizer: optax.GradientTransformation
+    mesh: jax.sharding.Mesh
+    rules: Rules
+    pad_id: int
+    tokenizer: Any = None  # decodes responses (stop strings, `SampleResult.text`)
+    learning_rate: Optional[optax.Schedule] = None  # logged as `lr` when given
+    rollout_engine: Optional[Engine] = None  # samples the rollouts in its own layout (`PolicyUpdater.sample`)
+
+
+def reward_component(payload: Any) -> str:
+    """Per-component reward logging key: a record's subtask, else 'task'."""
+    return getattr(payload, "subtask", None) or "task"
+
+
+def reward_metrics(payloads: Sequence[Any], rewards: Sequence[float],
+                   infos: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """A step's `format_error_rate` (each response judged by its record's subtask) and mean reward
+    per component, `reward/<subtask>`; one payload, reward and info per response."""
+    metrics = {"format_error_rate": float(np.mean([
+        not format_ok(getattr(p, "subtask", None), str(info.get("kind", "unknown")))
+        for p, info in zip(payloads, infos)]))}
+    components: dict[str, list[float]] = {}
+    for payload, value in zip(payloads, rewards):
+        components.setdefault(reward_component(payload), []).append(float(value))
+    for name, values in components.items():
+        metrics[f"reward/{name}"] = float(np.mean(values))
+    return metrics
 
 
 STEP_SCALARS = ("loss", "grad_norm", "denominator", "finite", "lr")  # a step's own metrics, not loss aux
@@ -28,19 +86,15 @@ def merge_step_aux(total: dict[str, float], step_metrics: dict[str, Any]) -> dic
 
 class PolicyUpdater:
     """`objective` is a GRPOConfig or PPOConfig: it gives `policy_loss_kwargs()`, `loss_agg` and
-    `entropy_coef`. `keep_reference`: copy the initial params as the frozen KL reference.
-    `rollout_engine`: the sampler of the rollouts (default: `RolloutConfig()` on the training
-    mesh); `sample` hands the params to its layout."""
+    `entropy_coef`. `keep_reference`: copy the initial params as the frozen KL reference."""
 
-    def __init__(self, model_config: ModelConfig, state: TrainState, state_shardings: TrainState,
-                 optimizer: optax.GradientTransformation, objective: Any, sampling: SamplingParams, update: Any,
-                 mesh: jax.sharding.Mesh, rules: Rules, pad_id: int, tokenizer: Any,
-                 learning_rate: Optional[optax.Schedule], keep_reference: bool,
-                 rollout_engine: Optional[Engine] = None):
-        self.cfg, self.objective, self.sampling, self.update = model_config, objective, sampling, update
-        self.rollout_engine = rollout_engine or build_engine(RolloutConfig(), mesh)
-        self.mesh, self.rules, self.pad_id, self.tokenizer = mesh, rules, pad_id, tokenizer
-        self.state_shardings, self.optimizer, self.learning_rate = state_shardings, optimizer, learning_rate
+    def __init__(self, setup: TrainerSetup, state: TrainState, objective: Any, sampling: SamplingParams,
+                 update: UpdateConfig, keep_reference: bool):
+        self.cfg, self.objective, self.sampling, self.update = setup.model_config, objective, sampling, update
+        self.mesh, self.rules, self.pad_id, self.tokenizer = setup.mesh, setup.rules, setup.pad_id, setup.tokenizer
+        self.state_shardings, self.optimizer = setup.state_shardings, setup.optimizer
+        self.learning_rate = setup.learning_rate
+        self.rollout_engine = setup.rollout_engine or build_engine(RolloutConfig(), setup.mesh)
         self.ref_params = jax.tree.map(jnp.copy, state.params) if keep_reference else None
         self._steps: dict[int, Any] = {}
         self._logp = jax.jit(self._logprobs_of)
@@ -57,7 +111,7 @@ class PolicyUpdater:
         """Log-probs at the sampling temperature, aligned with RolloutBatch.loss_mask."""
         hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"], remat=self.update.remat)
         return token_logprobs(self.cfg, params, hidden, next_token_targets(batch["tokens"]),
-                              self.update.loss_chunk, temperature=max(self.sampling.temperature, 1e-6),
+                              self.update.loss_chunk, temperature=self.sampling.logprob_temperature,
                               with_entropy=with_entropy)
 
     def _train_step(self, example: dict[str, Any]) -> Any:

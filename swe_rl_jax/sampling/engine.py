@@ -225,7 +225,7 @@ class Engine:
         padded_keys[:len(requests)] = keys
         admission = Admission(
             bank_row=column(list(bank_rows), np.int32, 0), keys=padded_keys,
-            temperature=column([1.0 if r.sampling.greedy else r.sampling.temperature for r in requests], np.float32, 1.0),
+            temperature=column([r.sampling.logprob_temperature for r in requests], np.float32, 1.0),
             top_p=column([r.sampling.top_p for r in requests], np.float32, 1.0),
             max_new=column([r.sampling.max_new_tokens for r in requests], np.int32, 0))
         return Admission(*(self._put_rows(x) for x in admission))
