@@ -99,7 +99,7 @@ class PolicyUpdater:
         self._steps: dict[int, Any] = {}
         self._logp = jax.jit(self._logprobs_of)
         self._logp_entropy = jax.jit(functools.partial(self._logprobs_of, with_entropy=True))
-        self.shard_batch = functools.partial(batch_shardings, mesh, rules)
+        self.shard_batch = functools.partial(batch_shardings, self.mesh, self.rules)
 
     def sample(self, params: Any, prompt_ids: list[Any], key: jax.Array) -> list[SampleResult]:
         """The rollout: `sampling` responses to each prompt from `params`, which move from the
