@@ -18,7 +18,7 @@ samples depend only on its key, prompt and sampling values.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -163,12 +163,12 @@ def insert(rows: Rows, new_rows: Rows, where: jax.Array, shard: Optional[Shardin
         index = (slice(None),) * batch_axis + (where,)
         return buf.at[index].set(new.astype(buf.dtype), mode="drop")
 
-    def put_cache(name: str, bufs, news):
-        if isinstance(bufs, tuple):
+    def put_cache(bufs: Any, news: Any) -> Any:
+        if isinstance(bufs, tuple):  # per layer
             return tuple(put(b, n, 0) for b, n in zip(bufs, news))
         return put(bufs, news, 1)  # stacked [L, B, ...]
 
-    cache = pin_cache({name: put_cache(name, rows.cache[name], new_rows.cache[name]) for name in rows.cache}, shard)
+    cache = pin_cache({name: put_cache(rows.cache[name], new_rows.cache[name]) for name in rows.cache}, shard)
     fields = {name: _pin_rows(put(getattr(rows, name), getattr(new_rows, name), 0), shard)
               for name in Rows._fields if name != "cache"}
     return Rows(cache=cache, **fields)
