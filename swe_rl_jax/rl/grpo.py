@@ -19,7 +19,7 @@ from swe_rl_jax.rl.config import GRPOConfig
 from swe_rl_jax.rl.objectives import finalize_metrics
 from swe_rl_jax.rl.policy_update import (Prompt, PolicyUpdater, ScoreFn, TrainerSetup, UpdateConfig, merge_step_aux,
                                          reward_metrics)
-from swe_rl_jax.rl.rollout import build_rollout_batch, overlong_penalty
+from swe_rl_jax.rl.rollout import build_group_batch, overlong_penalty
 from swe_rl_jax.sampling import SampleResult, SamplingParams
 from swe_rl_jax.train import TrainState
 
@@ -67,10 +67,11 @@ class GRPOTrainer(PolicyUpdater):
         prompts = [item[0][0] for item in items]
         results = [SampleResult(i, r.sample_index, r.token_ids, r.logprobs, r.logprobs_truncated, r.finish_reason, r.text)
                    for i, item in enumerate(items) for r in item[1]]
-        rollout = build_rollout_batch(prompts, results, self.pad_id, self.update.overlong)
+        rollout = build_group_batch(prompts, results, self.pad_id, g, self.row_multiple(), self.update.pack_groups,
+                                    self.update.overlong)
         if self.grpo.dynamic_sampling:  # filler groups (refills ran out) train on nothing
-            rollout.loss_mask *= np.repeat(informative, g)[:, None].astype(np.float32)
-        batch = {**rollout.arrays(), "advantages": adv.advantages.reshape(-1).astype(np.float32)}
+            rollout.loss_mask *= rollout.per_token(np.repeat(informative, g).astype(np.float32))
+        batch = {**rollout.arrays(), "advantages": rollout.per_token(adv.advantages.reshape(-1))}
         metrics = {**counts, "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
                    "response_length": float(rollout.response_lengths.mean()),
                    "truncated_frac": float(rollout.truncated.mean())}

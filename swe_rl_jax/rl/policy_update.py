@@ -4,8 +4,9 @@ trainer setup bundle, the policy's log-probs at the sampling temperature, the ji
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -20,8 +21,8 @@ from swe_rl_jax.rl.rollout import OverlongMode
 from swe_rl_jax.sampling import Engine, SampleResult, SamplingParams
 from swe_rl_jax.sampling.config import RolloutConfig, build_engine
 from swe_rl_jax.subtasks import format_ok
-from swe_rl_jax.train import (TrainState, batch_shardings, make_train_step, merge_aux, next_token_targets,
-                              token_logprobs)
+from swe_rl_jax.train import (BudgetedStep, TrainState, batch_shardings, make_train_step, memory_budget_bytes,
+                              merge_aux, next_token_targets, token_logprobs)
 
 Prompt = tuple[Sequence[int], Any]  # (token ids, payload handed back to `score`)
 ScoreFn = Callable[[Sequence[Any], Sequence[SampleResult]], Sequence[tuple[float, dict]]]
@@ -34,7 +35,11 @@ class UpdateConfig:
     minibatches: int = 1  # optimizer steps per pass
     micro_batches: int = 1  # gradient accumulation inside a minibatch
     loss_chunk: int = 512
-    remat: RematPolicy = "full"  # activation checkpointing of the policy's layers in updates
+    # Activation checkpointing of the policy's layers in updates; "auto": the cheapest policy
+    # (none, attention, dots, full) whose compiled update fits memory_budget_gb.
+    remat: Literal["auto", "none", "attention", "dots", "full"] = "auto"
+    memory_budget_gb: float = 0.0  # 0: 90 % of the device's memory (a quarter of the host's RAM on CPU)
+    pack_groups: bool = True  # GRPO: a group's responses share one copy of their prompt per row
     overlong: OverlongMode = "mask"
     overlong_buffer: int = 64  # tokens before max_new_tokens where the soft penalty starts
 
@@ -107,23 +112,41 @@ class PolicyUpdater:
         already there: `rollout_engine.handoff` them once to sample several times)."""
         return self.rollout_engine.generate(self.cfg, params, prompt_ids, self.sampling, key, tokenizer=self.tokenizer)
 
-    def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False):
-        """Log-probs at the sampling temperature, aligned with RolloutBatch.loss_mask."""
-        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"], remat=self.update.remat)
+    def row_multiple(self) -> int:
+        """What the number of rollout rows should be a multiple of: one share per minibatch,
+        micro-batch and batch shard of the mesh (else a shard would hold a partial row set, or
+        the rows would be replicated over the devices)."""
+        shards = math.prod(self.mesh.shape[axis] for axis in self.rules.get("batch", ()))
+        return self.update.minibatches * self.update.micro_batches * shards
+
+    def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False,
+                     remat: RematPolicy = "none"):
+        """Log-probs at the sampling temperature, aligned with RolloutBatch.loss_mask (packed rows
+        attend by their `segment_ids`). `remat` only matters under a gradient."""
+        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"], remat=remat,
+                                  segment_ids=batch.get("segment_ids"))
         return token_logprobs(self.cfg, params, hidden, next_token_targets(batch["tokens"]),
                               self.update.loss_chunk, temperature=self.sampling.logprob_temperature,
                               with_entropy=with_entropy)
 
     def _train_step(self, example: dict[str, Any]) -> Any:
-        """The update step for this rollout width; without `logp_old` in the batch it is the
-        on-policy step, whose own forward pass also reports the entropy."""
+        """The update step for this batch shape; without `logp_old` in the batch it is the
+        on-policy step, whose own forward pass also reports the entropy. With `update.remat:
+        auto` it is compiled on first use under the cheapest remat policy whose compiled peak
+        fits `update.memory_budget_gb` (`BudgetedStep`)."""
         with_entropy = self.objective.entropy_coef > 0 or "logp_old" not in example
-        key = (example["tokens"].shape[1], with_entropy)
+        key = (tuple(sorted((k, v.shape) for k, v in example.items())), with_entropy)
         if key not in self._steps:
-            loss_fn = make_policy_loss_fn(lambda p, b: self._logprobs_of(p, b, with_entropy),
-                                          **self.objective.policy_loss_kwargs())
-            self._steps[key] = make_train_step(
-                loss_fn, self.optimizer, self.state_shardings, self.shard_batch(example),
-                num_micro_batches=self.update.micro_batches,
-                denominator_fn=make_denominator_fn(self.objective.loss_agg), learning_rate=self.learning_rate)
+            def build(remat: RematPolicy) -> Any:
+                loss_fn = make_policy_loss_fn(lambda p, b: self._logprobs_of(p, b, with_entropy, remat),
+                                              **self.objective.policy_loss_kwargs())
+                return make_train_step(
+                    loss_fn, self.optimizer, self.state_shardings, self.shard_batch(example),
+                    num_micro_batches=self.update.micro_batches,
+                    denominator_fn=make_denominator_fn(self.objective.loss_agg), learning_rate=self.learning_rate)
+
+            if self.update.remat == "auto":
+                self._steps[key] = BudgetedStep(build, memory_budget_bytes(self.update.memory_budget_gb))
+            else:
+                self._steps[key] = build(self.update.remat)
         return self._steps[key]
