@@ -8,7 +8,7 @@ from swe_rl_jax.config import ConfigError
 from swe_rl_jax.models import ModelConfig, preset
 from swe_rl_jax.parallel.fake_devices import run_snippet
 from swe_rl_jax.parallel.mesh import MeshConfig, parse_mesh
-from swe_rl_jax.parallel.rules import get_rules, logical_spec
+from swe_rl_jax.parallel.rules import get_rules, logical_spec, rules_for_mesh
 
 
 def test_mesh_config_fills_the_free_axis_and_rejects_bad_sizes():
@@ -58,6 +58,27 @@ def test_every_published_preset_gets_a_valid_fsdp_tp_layout():
                 for a in names:
                     n *= dict(zip(mesh.axis_names, mesh.axis_sizes))[a]
                 assert size % n == 0, (name, path, shape, spec)
+
+
+def test_tp_rollout_rules_split_heads_mlp_vocab_and_the_kv_cache_over_tensor():
+    from swe_rl_jax.models.params import param_specs
+    from swe_rl_jax.sampling.decode import CACHE_AXES
+
+    mesh = AbstractMesh((2, 2, 8), ("data", "fsdp", "tensor"))
+    tp = get_rules("tp")
+    for name in ("qwen2.5-coder-32b", "llama3.3-70b"):  # 40 / 64 heads, 8 kv heads
+        specs = {path: logical_spec(axes, shape, mesh, tp) for path, (shape, axes) in param_specs(preset(name)).items()}
+        assert specs["layers/q_proj"] == specs["layers/k_proj"] == PartitionSpec(None, None, "tensor", None)
+        assert specs["layers/o_proj"] == PartitionSpec(None, "tensor", None, None)
+        assert specs["layers/gate_proj"] == PartitionSpec(None, None, "tensor")
+        assert specs["layers/down_proj"] == PartitionSpec(None, "tensor", None)
+        assert specs["embed"] == PartitionSpec("tensor", None) and specs["lm_head"] == PartitionSpec(None, "tensor")
+        # Weights whole over data x fsdp, which split the rows instead.
+        assert not any(a in ("data", "fsdp") for spec in specs.values() for part in spec
+                       for a in ((part,) if isinstance(part, str) else part or ()))
+    cache_spec = logical_spec(("layers", *CACHE_AXES["k"]), (80, 16, 8, 128, 64), mesh, tp)  # [L, B, K, hd, T]
+    assert cache_spec == PartitionSpec(None, ("data", "fsdp"), "tensor", None, None)
+    assert rules_for_mesh(tp, AbstractMesh((4,), ("data",)))["batch"] == ("data",)
 
 
 SNIPPET = r"""

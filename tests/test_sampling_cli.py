@@ -10,6 +10,7 @@ import pytest
 from hf_reference import TINY
 from swe_rl_jax.checkpoints import load_hf
 from swe_rl_jax.cli import main as cli_main
+from swe_rl_jax.parallel.fake_devices import run_python
 from swe_rl_jax.sampling import SamplingParams, generate
 from swe_rl_jax.tokenizer import load_tokenizer, qwen_tokenizer_dir
 
@@ -51,3 +52,23 @@ def test_cli_generate_prints_chat_answers(checkpoint, capsys):
 def test_cli_generate_rejects_bad_sampling_values(checkpoint, capsys):
     assert cli_main(["generate", "--checkpoint", str(checkpoint), "--prompt", "x", "--top-p", "0"]) == 2
     assert "top_p" in capsys.readouterr().out
+
+
+def _answers(out: str) -> list[str]:
+    """The printed answer blocks (header and text), without the timing line."""
+    return re.findall(r"(?ms)^=== .*?(?=^=== |^--- |\Z)", out)
+
+
+def test_cli_generate_on_a_tensor_parallel_mesh_prints_the_same_answers(checkpoint, capsys):
+    argv = ["generate", "--checkpoint", str(checkpoint), "--prompt", "Fix the bug.", "--prompt", "Hi",
+            "--max-new-tokens", "6", "--temperature", "0"]
+    assert cli_main(argv) == 0
+    single = _answers(capsys.readouterr().out)
+    proc = run_python(["-m", "swe_rl_jax.cli", *argv, "--mesh", "data=2,tensor=4"], num_devices=8, fast_compile=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(single) == 2 and _answers(proc.stdout) == single
+
+
+def test_cli_generate_rejects_a_mesh_of_the_wrong_size(checkpoint, capsys):
+    assert cli_main(["generate", "--checkpoint", str(checkpoint), "--prompt", "x", "--mesh", "tensor=3"]) == 2
+    assert "mesh" in capsys.readouterr().out

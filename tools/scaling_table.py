@@ -58,17 +58,24 @@ class Row:
         return PlanSpec(program=self.program, model=a["model"], seq=int(a["seq"]), batch=int(a["batch"]),
                         target=self.target, mesh=a.get("mesh", ""), micro_batches=int(a.get("micro-batches", 1)),
                         algorithm=a.get("algorithm", "grpo"), prompt_len=int(a.get("prompt-len", 0)),
-                        samples=int(a.get("samples", 1)), rollout_axis=a.get("rollout-axis", ""))
+                        samples=int(a.get("samples", 1)), slots=int(a.get("slots", 64)))
 
 
 def _chips(target: str) -> int:
     return resolve_layout(PlanSpec(program="sft", model="qwen2.5-7b", seq=8, batch=8, target=target))[0].num_devices
 
 
+def _rollout_mesh(target: str) -> str:
+    """The rollout's mesh: tensor over up to 8 chips (the presets' 8 kv heads), fsdp over the rest."""
+    return f"fsdp=-1,tensor={min(_chips(target), 8)}"
+
+
 def rows() -> list[Row]:
     """SoRFT (configs/sorft_sft.yaml, sorft_ppo.yaml) for Qwen2.5-Coder-7B and 32B, SWE-RL
     (configs/swe_rl_grpo.yaml) for Llama-3.3-70B. Micro-batches give one 16k row per chip per
-    forward/backward where the batch allows it (the configs' own choice on 8 chips)."""
+    forward/backward where the batch allows it (the configs' own choice on 8 chips). Rollouts run
+    in the engine's tp layout on a mesh with a tensor axis, 64 decode slots (the RL defaults);
+    the GRPO rollouts sample 32 prompts x 16 at the 16k context (12,288 prompt + 4,096 new)."""
     out = []
     for model in ("qwen2.5-coder-7b", "qwen2.5-coder-32b"):
         for target in TARGETS[model]:
@@ -79,18 +86,19 @@ def rows() -> list[Row]:
             update = dict(model=model, seq=16384, batch=64, algorithm="ppo", **{"micro-batches": max(1, 64 // chips)})
             out.append(Row(f"SoRFT {model} PPO actor", "rl", target, update))
             out.append(Row(f"SoRFT {model} PPO critic", "critic", target, update))
-            rollout = dict(model=model, seq=12288, batch=64, algorithm="ppo", **{"prompt-len": 8192})
-            out.append(Row(f"SoRFT {model} PPO rollout", "rollout", target, {**rollout, "rollout-axis": "fsdp"}))
-            if target == TARGETS[model][0]:  # today's layout (every chip decodes every sequence), once
-                out.append(Row(f"SoRFT {model} PPO rollout", "rollout", target, rollout))
+            rollout = dict(model=model, seq=12288, batch=64, algorithm="ppo", mesh=_rollout_mesh(target),
+                           **{"prompt-len": 8192})
+            out.append(Row(f"SoRFT {model} PPO rollout", "rollout", target, rollout))
+    for model in ("qwen2.5-coder-32b", "llama3.3-70b"):
+        for target in ("v5p-8", "v5p-32"):
+            rollout = dict(model=model, seq=16384, batch=512, algorithm="grpo", samples=16, mesh=_rollout_mesh(target),
+                           **{"prompt-len": 12288})
+            out.append(Row(f"GRPO {model} rollout, 32 x 16", "rollout", target, rollout))
     model = "llama3.3-70b"
     for target in TARGETS[model]:
         chips = _chips(target)
         update = dict(model=model, seq=16384, batch=512, algorithm="grpo", **{"micro-batches": max(1, 512 // chips)})
         out.append(Row(f"SWE-RL {model} GRPO update", "rl", target, update))
-        rollout = dict(model=model, seq=16384, batch=512, algorithm="grpo", samples=16, **{"prompt-len": 8192})
-        out.append(Row(f"SWE-RL {model} GRPO rollout", "rollout", target, {**rollout, "rollout-axis": "fsdp"}))
-        out.append(Row(f"SWE-RL {model} GRPO rollout", "rollout", target, rollout))
     return out
 
 
@@ -98,7 +106,7 @@ def state_lower_bound(row: Row) -> float:
     """Bytes per chip of the float32 weights and Adam moments the row's run keeps, split evenly:
     4 + 8 bytes per parameter for the policy (its moments are resident during the rollout), the
     same again for PPO's critic, 4 for the KL reference; plus, for a rollout, the chip's part of
-    the bf16 KV cache (all of it when the sequences are not split over the chips)."""
+    the bf16 rollout weights and of the bf16 KV cache of the sequences decoded at once."""
     config = preset(row.args["model"])
     chips = _chips(row.target)
     per_param = 12
@@ -108,9 +116,9 @@ def state_lower_bound(row: Row) -> float:
             per_param += 12  # critic
     total = per_param * config.num_params() / chips
     if row.program == "rollout":
-        cache = (2 * 2 * int(row.args["batch"]) * int(row.args["seq"]) * config.num_layers * config.num_kv_heads
-                 * config.head_dim_)
-        total += cache / (chips if row.args.get("rollout-axis") else 1)
+        live = row.spec().live_sequences
+        cache = 2 * 2 * live * int(row.args["seq"]) * config.num_layers * config.num_kv_heads * config.head_dim_
+        total += (cache + 2 * config.num_params()) / chips
     return total
 
 
@@ -150,7 +158,7 @@ def _cell(r: dict) -> tuple[str, str, str, str]:
     gib = lambda n: f"{n / GIB:.1f}"  # noqa: E731
     if r.get("skipped"):
         return (f"> {gib(r['state_lower_bound'])}", "no (state alone)", "",
-                "more chips, or a rollout split over them" if r["program"] == "rollout" else
+                "more chips, or fewer decode slots" if r["program"] == "rollout" else
                 "more chips (or bf16 master weights)")
     if "error" in r:
         return ("", "error", "", r["error"])
@@ -175,8 +183,7 @@ def table() -> str:
         used, fits, speed, fix = _cell(r)
         mesh = ",".join(f"{k}={v}" for k, v in r["mesh"].items() if v > 1) if "mesh" in r else ""
         micro = row.args.get("micro-batches", "")
-        layout = f"{mesh}, {micro}" if micro else mesh + (f", split over {row.args['rollout-axis']}"
-                                                           if row.args.get("rollout-axis") else ", not split")
+        layout = f"{mesh}, {micro}" if micro else f"{mesh}, {r.get('live_sequences', '')} live"
         lines.append(f"| {row.recipe} | {row.target} | {layout} | {used} | {fits} | {speed} | {fix} | "
                      f"`{row.command()}` |")
     return "\n".join(lines)

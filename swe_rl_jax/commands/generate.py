@@ -3,9 +3,13 @@
     python -m swe_rl_jax.cli generate --checkpoint DIR_OR_GGUF --prompt "..." [--prompt "..."]
         [--system "..."] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--n N]
         [--seed S] [--stop STR] [--dtype float32|bfloat16] [--tokenizer DIR]
+        [--mesh data=2,tensor=4] [--rules tp] [--slots 64] [--segment-steps 16]
 
 The checkpoint may also be a built-in name (`smollm2`). Each prompt is rendered with the
 tokenizer's chat template (generation prompt appended); stopping uses the tokenizer's EOS ids.
+With --mesh the weights and KV cache are split over the devices by the rollout rules (--rules,
+parallel/rules.py); the answers are those of one device. --slots 0 runs one static batch
+instead of continuous batching.
 """
 from __future__ import annotations
 
@@ -18,7 +22,9 @@ import jax.numpy as jnp
 from swe_rl_jax.checkpoints import load_hf
 from swe_rl_jax.config import ConfigError
 from swe_rl_jax.policy import resolve_checkpoint
-from swe_rl_jax.sampling import SamplingParams, default_engine
+from swe_rl_jax.parallel import parse_mesh
+from swe_rl_jax.sampling import SamplingParams
+from swe_rl_jax.sampling.config import RolloutConfig, build_engine
 from swe_rl_jax.tokenizer import load_tokenizer
 
 
@@ -37,11 +43,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument("--mesh", default="", help="rollout mesh, e.g. data=2,tensor=4 (default: one device)")
+    p.add_argument("--rules", default=RolloutConfig.rules, help="rollout sharding preset (parallel/rules.py)")
+    p.add_argument("--slots", type=int, default=RolloutConfig.slots, help="decode slots; 0 = one static batch")
+    p.add_argument("--segment-steps", type=int, default=RolloutConfig.segment_steps,
+                   help="decode steps per device call (continuous batching)")
     return p
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    try:
+        rollout = RolloutConfig(mesh=parse_mesh(args.mesh) if args.mesh else None, rules=args.rules,
+                                slots=args.slots, segment_steps=args.segment_steps)
+        engine = build_engine(rollout)
+    except ConfigError as e:
+        print(f"error: {e}")
+        return 2
     src = resolve_checkpoint(args.checkpoint)
     dtype = jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32
     config, params = load_hf(src, dtype=dtype)
@@ -53,10 +71,10 @@ def main(argv: list[str]) -> int:
     except ConfigError as e:
         print(f"error: {e}")
         return 2
+    params = engine.handoff(config, params)  # onto the mesh's rollout layout (unchanged without one)
     system = [{"role": "system", "content": args.system}] if args.system else []
     prompts = [tokenizer.encode_prompt(system + [{"role": "user", "content": q}]) for q in args.prompt]
 
-    engine = default_engine()
     start = time.perf_counter()
     results = engine.generate(config, params, prompts, sp, jax.random.key(args.seed), tokenizer=tokenizer)
     seconds = time.perf_counter() - start

@@ -57,8 +57,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--no-reference", action="store_true", help="RL programs: no KL reference params kept")
     p.add_argument("--prompt-len", type=int, default=0, help="rollout: prompt tokens (default half of --seq)")
     p.add_argument("--samples", type=int, default=1, help="rollout: samples per prompt")
-    p.add_argument("--rollout-axis", default="", help="rollout: mesh axis the engine splits the sequences over "
-                   "(default none, as the RL run samples today)")
+    p.add_argument("--rollout-rules", default="tp", help="rollout: the engine's layout preset (default tp, as the "
+                   "RL run's rollout.rules): weights, heads and KV cache over tensor, rows over data x fsdp")
+    p.add_argument("--slots", type=int, default=64, help="rollout: decode slots of continuous batching (default "
+                   "64, as the RL run's rollout.slots; 0: all sequences as one static batch)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return p.parse_args(argv)
 
@@ -73,7 +75,7 @@ def main(argv: list[str]) -> int:
         mesh=args.mesh, rules=args.rules, micro_batches=args.micro_batches, remat=args.remat, dtype=args.dtype,
         param_dtype=args.param_dtype, chunk=args.chunk, attention=args.attention,
         attention_chunk=args.attention_chunk, algorithm=args.algorithm, reference=not args.no_reference,
-        prompt_len=args.prompt_len, samples=args.samples, rollout_axis=args.rollout_axis)
+        prompt_len=args.prompt_len, samples=args.samples, rollout_rules=args.rollout_rules, slots=args.slots)
     target, _, _ = resolve_layout(spec)  # every input error surfaces here, before the child
     if os.environ.get(_CHILD_ENV) != "1":
         from swe_rl_jax.parallel.fake_devices import fake_device_env

@@ -17,7 +17,8 @@ from swe_rl_jax.data.sources import InputError, RepoLocator, load_instances
 from swe_rl_jax.eval.agentless import AgentlessOptions, Messages, resolve_all
 from swe_rl_jax.parallel import MeshConfig
 from swe_rl_jax.policy import ModelSource
-from swe_rl_jax.sampling import SamplingParams
+from swe_rl_jax.sampling import Engine, SamplingParams
+from swe_rl_jax.sampling.config import RolloutConfig
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class ResolveConfig:
     instance_ids: tuple[str, ...] = ()  # only these instances (default: all)
     limit: int = 0  # only the first N instances (after instance_ids); 0 = all
     mesh: MeshConfig = field(default_factory=MeshConfig)
-    rules: str = "fsdp"
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)  # the sampler's layout (on `mesh`) and batching
     seed: int = 0
     progress: bool = True
 
@@ -52,8 +53,10 @@ class SamplerPolicy:
     `repair` sampling with that n. Prompts over `max_prompt_tokens` get "" answers."""
 
     def __init__(self, model_config: Any, params: Any, tokenizer: Any, localization: SamplingParams,
-                 repair: SamplingParams, max_prompt_tokens: int, seed: int = 0):
-        self.model_config, self.params, self.tokenizer = model_config, params, tokenizer
+                 repair: SamplingParams, max_prompt_tokens: int, seed: int = 0, engine: Optional[Engine] = None):
+        self.engine = engine or Engine()
+        self.model_config, self.tokenizer = model_config, tokenizer
+        self.params = self.engine.handoff(model_config, params)
         eos = tokenizer.eos_ids
         self.localization = dataclasses.replace(localization, eos_ids=localization.eos_ids or eos)
         self.repair = dataclasses.replace(repair, eos_ids=repair.eos_ids or eos)
@@ -65,8 +68,6 @@ class SamplerPolicy:
     def __call__(self, prompts: Sequence[Messages], n: int) -> list[list[str]]:
         import jax
 
-        from swe_rl_jax.sampling import generate
-
         sp = self.localization if n == 1 else dataclasses.replace(self.repair, n=n)
         ids = [self.tokenizer.encode_prompt(m) for m in prompts]
         fits = [i for i, x in enumerate(ids) if len(x) <= self.max_prompt_tokens]
@@ -74,8 +75,8 @@ class SamplerPolicy:
         out: list[list[str]] = [[""] * n for _ in ids]
         if fits:
             key = jax.random.fold_in(jax.random.PRNGKey(self.seed), self.calls)
-            results = generate(self.model_config, self.params, [ids[i] for i in fits], sp, key,
-                               tokenizer=self.tokenizer)
+            results = self.engine.generate(self.model_config, self.params, [ids[i] for i in fits], sp, key,
+                                           tokenizer=self.tokenizer)
             for r in results:
                 out[fits[r.prompt_index]][r.sample_index] = r.text or ""
         self.calls += 1
@@ -99,12 +100,14 @@ def run_resolve(config: ResolveConfig, respond: Optional[Any] = None) -> dict[st
     locator.require_some(i.repo for i in instances)
     policy = None
     if respond is None:
-        from swe_rl_jax.parallel import get_rules, make_mesh
+        from swe_rl_jax.parallel import make_mesh
         from swe_rl_jax.policy import load_policy
+        from swe_rl_jax.sampling.config import build_engine
 
-        model_config, params, tokenizer = load_policy(config.model, make_mesh(config.mesh), get_rules(config.rules))
+        engine = build_engine(config.rollout, make_mesh(config.mesh))
+        model_config, params, tokenizer = load_policy(config.model, engine.mesh, engine.rules)  # the rollout layout
         respond = policy = SamplerPolicy(model_config, params, tokenizer, config.localization, config.repair,
-                                         config.max_prompt_tokens, config.seed)
+                                         config.max_prompt_tokens, config.seed, engine)
     summary = resolve_all(instances, locator, respond, config.agentless, config.out,
                           config.model_name or config.model.checkpoint, config.trace_out or None,
                           progress=config.progress)

@@ -21,7 +21,7 @@ from swe_rl_jax.models.config import ModelConfig
 from swe_rl_jax.models.layers import (
     AttentionMask, apply_rope, attention, chunked_attention, rms_norm, rope_tables, swiglu,
 )
-from swe_rl_jax.models.params import Params, param_specs
+from swe_rl_jax.models.params import Params, layer_axes
 
 KVCache = dict[str, jax.Array]  # {"k": [L, B, T, K, hd], "v": [L, B, T, K, hd]}
 # Activation checkpointing of the layers: "none" keeps every intermediate for the backward pass;
@@ -192,14 +192,12 @@ def hidden_states(
     cos, sin = rope_tables(config, positions)
     x = pin(params["embed"].astype(dtype)[tokens], ("batch", "length", "embed"))
 
-    # Logical axes of one layer's weights (the stacked "layers" axis dropped), for `shard.weight`.
-    layer_axes = {p.split("/", 1)[1]: axes[1:] for p, (_, axes) in param_specs(config).items()
-                  if p.startswith("layers/")}
+    weight_axes = layer_axes(config)  # for `shard.weight`
 
     def body(x: jax.Array, xs: tuple[Params, Any]) -> tuple[jax.Array, Any]:
         lp, kv = xs
         if shard is not None:  # cast first, so an FSDP gather moves compute-dtype bytes
-            lp = {name: shard.weight(w.astype(dtype), layer_axes[name]) for name, w in lp.items()}
+            lp = {name: shard.weight(w.astype(dtype), weight_axes[name]) for name, w in lp.items()}
         x, kv = _layer(config, x, lp, cos, sin, mask, kv, offset, impl, shard, remat_attention=remat == "attention")
         return pin(x, ("batch", "length", "embed")), kv
 

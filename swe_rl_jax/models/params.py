@@ -93,6 +93,11 @@ def logical_axes(config: ModelConfig) -> Params:
     return unflatten({path: axes for path, (_, axes) in param_specs(config).items()})
 
 
+def layer_axes(config: ModelConfig) -> dict[str, tuple[str, ...]]:
+    """Logical axes of one layer's weights (the stacked "layers" axis dropped), by leaf name."""
+    return {p.split("/", 1)[1]: axes[1:] for p, (_, axes) in param_specs(config).items() if p.startswith("layers/")}
+
+
 def abstract_params(config: ModelConfig, dtype: Any = jnp.float32) -> Params:
     """`jax.ShapeDtypeStruct` leaves: shapes without allocating (memory planning, sharded loading)."""
     return unflatten({p: jax.ShapeDtypeStruct(shape, dtype) for p, (shape, _) in param_specs(config).items()})

@@ -15,6 +15,15 @@ Presets:
   dp       parameters replicated, batch over data×fsdp.
   fsdp     ZeRO-3 style: parameters sharded over `fsdp` on vocab/embed/mlp, batch over data×fsdp.
   fsdp_tp  fsdp plus Megatron tensor parallelism: heads, kv_heads, mlp and vocab over `tensor`.
+  tp       Megatron tensor parallelism alone: heads, kv_heads, mlp and vocab over `tensor`,
+           replicated over data×fsdp, which split the batch. The default rollout layout
+           (sampling/engine.py): no per-step weight gathers, and the KV cache (logical axes
+           `batch`, `kv_heads`, `head_dim`, `length`, sampling/decode.py) split over `tensor`
+           on kv heads and over data×fsdp on rows. `fsdp_tp` is the rollout layout for weights
+           too large to replicate over fsdp: each layer is gathered over fsdp at its use.
+
+Any preset serves both training and rollouts; the RL loop hands the params from its training
+preset to its rollout preset once per step (`sampling.Engine.handoff`).
 """
 from __future__ import annotations
 
@@ -43,6 +52,7 @@ RULE_PRESETS: dict[str, Rules] = {
         "heads": ("tensor",),
         "kv_heads": ("tensor",),
     },
+    "tp": {**_BATCH, "vocab": ("tensor",), "mlp": ("tensor",), "heads": ("tensor",), "kv_heads": ("tensor",)},
 }
 
 
@@ -50,6 +60,11 @@ def get_rules(name: str) -> Rules:
     if name not in RULE_PRESETS:
         raise ConfigError(f"unknown sharding preset {name!r}; known: {', '.join(RULE_PRESETS)}")
     return RULE_PRESETS[name]
+
+
+def rules_for_mesh(rules: Rules, mesh: jax.sharding.Mesh) -> Rules:
+    """`rules` without the mesh axes `mesh` lacks (a mesh of only some of MESH_AXES)."""
+    return {name: tuple(a for a in axes if a in mesh.axis_names) for name, axes in rules.items()}
 
 
 def logical_spec(

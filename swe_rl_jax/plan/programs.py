@@ -19,7 +19,6 @@ from swe_rl_jax.config import require
 from swe_rl_jax.models.config import ATTENTION_IMPLS, PRESETS, ModelConfig, preset
 from swe_rl_jax.models.params import abstract_params
 from swe_rl_jax.parallel import MeshSharding, Rules, get_rules, param_shardings
-from swe_rl_jax.parallel.mesh import MESH_AXES
 from swe_rl_jax.parallel.rules import GATHERED_AXES
 from swe_rl_jax.train import (OptimizerConfig, abstract_train_state, batch_shardings, make_optimizer, make_sft_loss,
                               make_train_step, state_shardings)
@@ -54,7 +53,8 @@ class PlanSpec:
     reference: bool = True
     prompt_len: int = 0  # rollout: prompt tokens (0: half the context)
     samples: int = 1  # rollout: samples per prompt
-    rollout_axis: str = ""  # rollout: mesh axis the engine splits sequences over ("": none, as the RL run samples)
+    rollout_rules: str = "tp"  # rollout: the engine's layout preset (RolloutConfig.rules, parallel/rules.py)
+    slots: int = 64  # rollout: decode slots of continuous batching (RolloutConfig.slots; 0: one static batch)
 
     def __post_init__(self) -> None:
         require(self.program in PROGRAMS, "program", f"must be one of {', '.join(PROGRAMS)}, got {self.program!r}")
@@ -73,14 +73,21 @@ class PlanSpec:
                 f"must be below --seq {self.seq} (the context holds prompt and new tokens), got {self.prompt_len}")
         require(self.samples > 0 and self.batch % self.samples == 0, "samples",
                 f"must be > 0 and divide --batch {self.batch} (sequences), got {self.samples}")
-        require(self.rollout_axis in ("",) + MESH_AXES, "rollout-axis",
-                f"must be one of {', '.join(MESH_AXES)} (or empty), got {self.rollout_axis!r}")
+        get_rules(self.rollout_rules)
+        require(self.slots >= 0, "slots", f"must be >= 0, got {self.slots}")
         if self.rules is not None:
             get_rules(self.rules)
 
     @property
     def prompt_tokens(self) -> int:
         return self.prompt_len or self.seq // 2
+
+    @property
+    def live_sequences(self) -> int:
+        """Rollout: sequences decoded at once (the slots, whole prompts' samples; all without)."""
+        if not self.slots or self.slots >= self.batch:
+            return self.batch
+        return max(self.slots // self.samples, 1) * self.samples
 
     def model_config(self, base: Optional[ModelConfig] = None) -> ModelConfig:
         """The preset `model` (or `base`) with this plan's compute dtype and attention."""
@@ -194,25 +201,30 @@ def critic_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, s
                    _resident(config, mesh, rules, spec, policy=policy))
 
 
-def rollout_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, spec: PlanSpec,
-                    rollout_rules: Optional[Rules] = None) -> Program:
-    """The rollout engine's program (`sampling.Engine.lower_shapes`): prefill of batch/samples
-    prompts of `prompt_tokens`, then decode steps up to the context `seq`. The layout is an
-    input: rollout_rules, the params' layout while sampling (default: the training rules, as
-    today's run samples with the trainer's params), and `spec.rollout_axis`, the mesh axis the
-    engine splits the sequences over (default none: the RL run calls `generate` without an
-    engine mesh, so every chip runs every sequence). The policy's optimizer state (and the RL
-    run's other state) stays resident."""
-    from swe_rl_jax.sampling import Engine, SamplingParams
+def rollout_engine(mesh: jax.sharding.Mesh, spec: PlanSpec) -> Any:
+    """The engine the RL run builds on its own mesh (`sampling.config.build_engine`)."""
+    from swe_rl_jax.sampling import Engine
 
-    params = _abstract_params(config, mesh, rollout_rules or rules, _param_dtype(spec))
+    return Engine(mesh=mesh, rules=get_rules(spec.rollout_rules))
+
+
+def rollout_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, spec: PlanSpec) -> Program:
+    """The rollout engine's program (`sampling.Engine.lower_shapes`) for the sequences decoded
+    at once (`spec.live_sequences`: continuous batching keeps `slots` of them in the KV cache):
+    their prompts' prefill, then decode steps up to the context `seq`, in the rollout layout
+    (`spec.rollout_rules` on the run's mesh) into which the RL run hands the weights off each
+    step. The training layout stays resident beside it: the policy's train state (params and
+    optimizer state), the reference and, for PPO, the critic."""
+    from swe_rl_jax.sampling import SamplingParams
+
+    engine = rollout_engine(mesh, spec)
+    params = _abstract_params(config, mesh, engine.rules, jnp.dtype(spec.dtype))
     sampling = SamplingParams(max_new_tokens=spec.seq - spec.prompt_tokens, temperature=1.0, n=spec.samples)
-    engine = Engine(mesh=mesh, data_axis=spec.rollout_axis) if spec.rollout_axis else Engine()
-    optimizer = make_optimizer(OptimizerConfig())
-    opt_state = _policy_state(config, mesh, rules, spec, optimizer)[0].opt_state
-    resident = {"policy optimizer state": opt_state, **_resident(config, mesh, rules, spec, critic=True)}
-    return Program(lambda: engine.lower_shapes(config, params, spec.batch // spec.samples, spec.prompt_tokens,
-                                               sampling, mesh=mesh), params, None, resident)
+    policy = _policy_state(config, mesh, rules, spec, make_optimizer(OptimizerConfig()))[0]
+    resident = {"policy train state": policy, **_resident(config, mesh, rules, spec, critic=True)}
+    live = spec.live_sequences
+    return Program(lambda: engine.lower_shapes(config, params, live // spec.samples, spec.prompt_tokens,
+                                               sampling), params, None, resident)
 
 
 BUILDERS: dict[str, Callable[..., Program]] = {

@@ -19,7 +19,7 @@ from swe_rl_jax.models.config import ModelConfig
 from swe_rl_jax.parallel import get_rules, make_mesh, parse_mesh
 from swe_rl_jax.parallel.mesh import MESH_AXES, MeshConfig
 from swe_rl_jax.plan.chips import GIB, Chip
-from swe_rl_jax.plan.programs import BUILDERS, PlanSpec, Program, unsharded_split
+from swe_rl_jax.plan.programs import BUILDERS, PlanSpec, Program, rollout_engine, unsharded_split
 from swe_rl_jax.plan.roofline import rollout_roofline, train_roofline
 from swe_rl_jax.plan.targets import Target, parse_target, target_chip, target_devices
 
@@ -74,11 +74,14 @@ def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]
     chips = target.num_devices
     weight_split = unsharded_split(mesh, rules, "mlp", config.intermediate_size)
     if spec.program == "rollout":
+        engine_rules = rollout_engine(mesh, spec).rules
+        batch_split = math.prod(mesh.shape[a] for a in engine_rules.get("batch", ()))
         bound = rollout_roofline(
-            config, spec.batch // spec.samples, spec.prompt_tokens, spec.batch, spec.seq - spec.prompt_tokens,
-            jax.numpy.dtype(spec.param_dtype).itemsize, chip, chips,
-            batch_split=mesh.shape[spec.rollout_axis] if spec.rollout_axis else 1, weight_split=weight_split,
-            kv_split=unsharded_split(mesh, rules, "kv_heads", config.num_kv_heads)).as_dict()
+            config, spec.batch // spec.samples, spec.prompt_tokens, spec.live_sequences, spec.seq - spec.prompt_tokens,
+            jax.numpy.dtype(spec.dtype).itemsize, chip, chips, batch_split=batch_split,
+            weight_split=unsharded_split(mesh, engine_rules, "mlp", config.intermediate_size),
+            kv_split=unsharded_split(mesh, engine_rules, "kv_heads", config.num_kv_heads),
+            waves=-(-spec.batch // spec.live_sequences)).as_dict()
     else:
         bound = train_roofline(config, spec.seq, spec.batch, spec.micro_batches, spec.remat, spec.chunk,
                                params_bytes + opt_bytes, chip, chips, weight_split,
@@ -105,7 +108,8 @@ def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]
         report["algorithm"] = spec.algorithm
         report["reference"] = spec.reference
     if spec.program == "rollout":
-        report.update(prompt_len=spec.prompt_tokens, samples=spec.samples, rollout_axis=spec.rollout_axis)
+        report.update(prompt_len=spec.prompt_tokens, samples=spec.samples, rollout_rules=spec.rollout_rules,
+                      rollout_batch_split=batch_split, slots=spec.slots, live_sequences=spec.live_sequences)
     report["hints"] = [] if report["fits"] else fit_hints(spec, report)
     return report
 
@@ -131,11 +135,11 @@ def fit_hints(spec: PlanSpec, r: dict[str, Any]) -> list[str]:
         if spec.remat != "full":
             hints.append("--remat full: recompute each layer's activations in the backward instead of keeping them")
     else:
-        if not spec.rollout_axis:
-            hints.append(f"a rollout layout that splits the sequences over the chips (--rollout-axis fsdp): today "
-                         f"every one of the {r['devices']} chips decodes every sequence and holds its KV cache")
-        hints.append(f"fewer sequences per rollout call (--batch {max(1, spec.batch // 2)}): the KV cache and "
-                     "prefill activations scale with them")
+        if r["mesh"].get("tensor", 1) == 1:
+            hints.append("a tensor axis in the mesh (e.g. --mesh fsdp=-1,tensor=4): the rollout layout splits "
+                         "weights, heads and the KV cache over it, where now every chip holds all weights")
+        hints.append(f"fewer decode slots (--slots {max(spec.samples, spec.live_sequences // 2)}): the KV cache "
+                     "and prefill activations scale with the sequences decoded at once")
     if spec.param_dtype == "float32":
         hints.append(f"--param-dtype bfloat16 halves parameters and optimizer state ({gib(state)} per chip with "
                      "what stays resident)")
@@ -151,7 +155,8 @@ def format_report(r: dict[str, Any]) -> str:
     mesh = ",".join(f"{k}={v}" for k, v in r["mesh"].items())
     program = r["program"] + (f" ({r['algorithm']})" if "algorithm" in r else "")
     rows = (f"{r['batch']} sequences ({r['samples']} per prompt), prompt {r['prompt_len']} of {r['seq']} tokens, "
-            f"split over {r['rollout_axis'] or 'no mesh axis'}"
+            f"{r['live_sequences']} decoded at once ({r['slots']} slots), layout {r['rollout_rules']} "
+            f"(rows split {r['rollout_batch_split']} ways)"
             if r["program"] == "rollout" else
             f"batch {r['batch']} x seq {r['seq']}  micro-batches {r['micro_batches']}  remat {r['remat']}  "
             f"loss chunk {r['chunk']}")

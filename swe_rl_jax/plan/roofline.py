@@ -87,7 +87,7 @@ def _dtype_bytes(config: ModelConfig) -> int:
 class RolloutRoofline:
     prefill: Roofline
     decode_step: Roofline  # at the mean context of the generation
-    seconds: float  # prefill + new_tokens decode steps
+    seconds: float  # prefill + waves x new_tokens decode steps
     mfu_bound: float
 
     def as_dict(self) -> dict[str, Any]:
@@ -97,9 +97,10 @@ class RolloutRoofline:
 
 def rollout_roofline(config: ModelConfig, prompts: int, prompt_len: int, sequences: int, new_tokens: int,
                      param_bytes: int, chip: Chip, chips: int, batch_split: int, weight_split: int,
-                     kv_split: int) -> RolloutRoofline:
+                     kv_split: int, waves: int = 1) -> RolloutRoofline:
     """Prefill of `prompts` prompts of `prompt_len` tokens, then `new_tokens` decode steps of
-    `sequences` rows. param_bytes: bytes per stored weight (the engine reads master weights).
+    `sequences` rows, `waves` times (continuous batching: all sequences pass through `sequences`
+    decode slots). param_bytes: bytes per weight the engine reads (its compute dtype).
     Splits: how many ways the layout divides the batch rows, the weights and the KV cache's
     heads; a chip computes 1/(batch_split · weight_split) of each step (the rest is redundant)."""
     layer, head = 2.0 * _layer_params(config), 2.0 * config.hidden_size * config.vocab_size
@@ -112,6 +113,6 @@ def rollout_roofline(config: ModelConfig, prompts: int, prompt_len: int, sequenc
     cache_bytes = (2.0 * sequences * context * config.num_layers * config.num_kv_heads * config.head_dim_
                    * _dtype_bytes(config)) / (batch_split * kv_split)
     decode = _bound(step_flops, step_flops, weight_bytes + cache_bytes, chips, chip, compute_chips)
-    seconds = prefill.seconds + new_tokens * decode.seconds
-    model = prefill.model_flops + new_tokens * decode.model_flops
+    seconds = prefill.seconds + waves * new_tokens * decode.seconds
+    model = prefill.model_flops + waves * new_tokens * decode.model_flops
     return RolloutRoofline(prefill, decode, seconds, model / (seconds * chips * chip.peak_flops))

@@ -17,7 +17,6 @@ import numpy as np
 from swe_rl_jax.parallel.distributed import place_rows, to_host
 from swe_rl_jax.rl.advantages import GroupAccumulator, group_advantages
 from swe_rl_jax.rl.config import GRPOConfig
-from swe_rl_jax.rl.host_sampling import sample_and_score
 from swe_rl_jax.rl.objectives import finalize_metrics
 from swe_rl_jax.rl.policy_update import (Prompt, PolicyUpdater, ScoreFn, TrainerSetup, UpdateConfig, merge_step_aux,
                                          reward_metrics)
@@ -39,11 +38,11 @@ class GRPOTrainer(PolicyUpdater):
         target = self.update.prompts_per_step
         acc = GroupAccumulator(target, self.grpo.max_refills if self.grpo.dynamic_sampling else 0)
         sampled = 0
+        weights = self.rollout_weights(state.params)  # once, for every refill round
         while True:
             prompts = next_prompts(target - acc.num_informative if acc.rounds else target)
             key = jax.random.fold_in(jax.random.fold_in(state.rng, position), acc.rounds)
-            results, scored = sample_and_score(self.cfg, self.rollout_params(state.params), prompts,
-                                               self.sampling, key, score, self.tokenizer)
+            results, scored = self.sample(weights, prompts, key, score)
             g = self.grpo.group_size
             rewards = np.array([s for s, _ in scored], np.float64).reshape(len(prompts), g)
             if self.update.overlong == "penalty":

@@ -17,9 +17,11 @@ from swe_rl_jax.models import ModelConfig, hidden_states
 from swe_rl_jax.models.decoder import RematPolicy, ShardingHooks
 from swe_rl_jax.parallel import MeshSharding, Rules
 from swe_rl_jax.parallel.placement import replica_on_host
+from swe_rl_jax.rl.host_sampling import sample_and_score
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
 from swe_rl_jax.rl.rollout import OverlongMode
-from swe_rl_jax.sampling import SampleResult, SamplingParams
+from swe_rl_jax.sampling import Engine, SampleResult, SamplingParams
+from swe_rl_jax.sampling.config import RolloutConfig, build_engine
 from swe_rl_jax.subtasks import format_ok
 from swe_rl_jax.train import (BudgetedStep, TrainState, batch_shardings, make_train_step, memory_budget_bytes,
                               merge_aux, next_token_targets, token_logprobs)
@@ -47,7 +49,8 @@ class UpdateConfig:
 @dataclass(frozen=True)
 class TrainerSetup:
     """What every RL trainer needs besides its objective and sampling: the policy's architecture,
-    how its train state is sharded and optimized, the mesh, and the tokenizer's pad id."""
+    how its train state is sharded and optimized, the mesh, the tokenizer's pad id, and the
+    rollout engine (default: `RolloutConfig()` on the training mesh)."""
 
     model_config: ModelConfig
     state_shardings: TrainState
@@ -57,6 +60,7 @@ class TrainerSetup:
     pad_id: int
     tokenizer: Any = None  # decodes responses (stop strings, `SampleResult.text`)
     learning_rate: Optional[optax.Schedule] = None  # logged as `lr` when given
+    rollout_engine: Optional[Engine] = None  # samples the rollouts in its own layout (`PolicyUpdater.sample`)
 
 
 def reward_component(payload: Any) -> str:
@@ -130,6 +134,7 @@ class PolicyUpdater:
         self.state_shardings, self.optimizer = setup.state_shardings, setup.optimizer
         self.learning_rate = setup.learning_rate
         self.shard = MeshSharding(self.mesh, self.rules)
+        self.rollout_engine = setup.rollout_engine or build_engine(RolloutConfig(), setup.mesh)
         self.ref_params = jax.tree.map(jnp.copy, state.params) if keep_reference else None
         self._steps: dict[int, Any] = {}
         self._logp = jax.jit(self._logprobs_of)
@@ -143,10 +148,18 @@ class PolicyUpdater:
         shards = math.prod(self.mesh.shape[axis] for axis in self.rules.get("batch", ()))
         return self.update.minibatches * self.update.micro_batches * shards
 
-    def rollout_params(self, params: Any) -> Any:
-        """The weights the sampler reads: each host samples its own prompts on its own devices
-        (rl/host_sampling.py), so with several processes a replica on this host's devices."""
-        return replica_on_host(self.cfg, params, self.rules)
+    def rollout_weights(self, params: Any) -> Any:
+        """The weights the sampler reads, moved on device into the rollout engine's layout (once
+        per step: `sample` then reuses them). With several processes each host samples its own
+        prompts on its own devices (rl/host_sampling.py), from a replica of `params` there."""
+        return self.rollout_engine.handoff(self.cfg, replica_on_host(self.cfg, params, self.rules))
+
+    def sample(self, weights: Any, prompts: Sequence[Prompt], key: jax.Array,
+               score: ScoreFn) -> tuple[list[SampleResult], list[tuple[float, dict]]]:
+        """The rollout and its scores: `sampling.n` responses to each prompt from `weights`
+        (`rollout_weights`), prompt-major."""
+        return sample_and_score(self.rollout_engine, self.cfg, weights, prompts, self.sampling, key, score,
+                                self.tokenizer)
 
     def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False,
                      remat: RematPolicy = "none"):

@@ -32,7 +32,6 @@ import numpy as np
 from swe_rl_jax.parallel.distributed import place_rows, to_host
 from swe_rl_jax.rl.advantages import gae, masked_whiten, ppo_token_rewards
 from swe_rl_jax.rl.config import PPOConfig
-from swe_rl_jax.rl.host_sampling import sample_and_score
 from swe_rl_jax.rl.kl import kl_penalty
 from swe_rl_jax.rl.objectives import finalize_metrics
 from swe_rl_jax.rl.policy_update import (Prompt, PolicyUpdater, ScoreFn, TrainerSetup, UpdateConfig, merge_step_aux,
@@ -92,8 +91,7 @@ class PPOTrainer(PolicyUpdater):
         logp_old, [logp_ref], values_old, advantages, returns). Returns (batch, host info)."""
         prompts = next_prompts(self.update.prompts_per_step)
         key = jax.random.fold_in(state.rng, position)
-        results, scored = sample_and_score(self.cfg, self.rollout_params(state.params), prompts, self.sampling, key,
-                                           score, self.tokenizer)
+        results, scored = self.sample(self.rollout_weights(state.params), prompts, key, score)
         rewards = np.array([s for s, _ in scored], np.float64)
         if self.update.overlong == "penalty":
             lengths = np.array([r.length for r in results])

@@ -34,6 +34,7 @@ from swe_rl_jax.rl.policy_update import Prompt, TrainerSetup, UpdateConfig
 from swe_rl_jax.rl.ppo import PPOTrainer
 from swe_rl_jax.rl.value import CRITIC_MODES, Critic, CriticMode, abstract_critic_state, create_critic_state
 from swe_rl_jax.sampling import SampleResult, SamplingParams
+from swe_rl_jax.sampling.config import RolloutConfig, build_engine
 from swe_rl_jax.scoring import reward_task
 from swe_rl_jax.subtasks import DEFAULT_REWARDS, SUBTASKS
 from swe_rl_jax.train import (Checkpointer, MetricsWriter, OptimizerConfig, PreemptionFlag, abstract_train_state,
@@ -90,6 +91,7 @@ class RLConfig:
     critic: CriticConfig = field(default_factory=CriticConfig)
     update: UpdateConfig = field(default_factory=UpdateConfig)
     sampling: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024, temperature=1.0))
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)  # the sampler's layout and batching
     heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
     max_prompt_tokens: int = 8192  # longer prompts are skipped (counted)
     num_steps: int = 100
@@ -236,7 +238,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
                         loss_agg=config.ppo.loss_agg, micro_batches=config.update.micro_batches,
                         learning_rate=learning_rate_schedule(critic_opt_config), remat=config.update.remat)
     setup = TrainerSetup(model_config, state_sh, optimizer, mesh, rules, tokenizer.pad_id, tokenizer,
-                         learning_rate_schedule(opt_config))
+                         learning_rate_schedule(opt_config), build_engine(config.rollout, mesh))
     if ppo:
         trainer: Any = PPOTrainer(setup, state, critic, config.ppo, sampling, config.update)
         critic_checkpointer = Checkpointer(out / "checkpoints_critic", keep=config.keep_checkpoints)

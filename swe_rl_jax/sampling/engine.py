@@ -1,288 +1,321 @@
-"""The rollout engine: one compiled function per shape bucket does prefill and the whole decode.
+"""The rollout engine: requests in, one SampleResult per request out (docs/SAMPLING.md).
 
-    prefill the unique prompts once (models.hidden_states)  ->  fan the cache rows out to n
-    samples each  ->  sample token 0 from the prefill logits  ->  lax.while_loop: feed the last
-    token (sampling/decode.py, cache updated in place), sample the next, until every row has hit
-    an EOS id or `max_new_tokens` is reached
+Two ways to run a batch of requests over the decode slots of sampling/slots.py:
 
-Layout of the static-shape KV cache for a [prompt bucket S, new-token bucket N] request:
-slots [0, S) hold the left-padded prompt (padding masked out by `kv_mask`), slot S + i - 1
-holds generated token i - 1 when token i is computed. RoPE positions count from each row's
-first real token, so left padding changes nothing for a row (see models/decoder.py).
+* **static** (`slots=0`): one compiled program per shape bucket does everything: prefill the
+  unique prompts once, fan the cache rows out to the samples, sample token 0, then a
+  `lax.while_loop` feeds the last token (sampling/decode.py, cache updated in place) and samples
+  the next until every row has hit an EOS id or its `max_new_tokens`. Every row of the batch
+  waits for the longest one.
+* **continuous batching** (`slots=B`): B decode slots; a host loop (sampling/continuous.py)
+  runs segments of up to `segment_steps` decode steps per device call and, whenever slots free
+  up, prefills waiting requests' prompts and starts them in those slots, so long-tailed
+  response lengths keep every slot busy.
 
-Randomness: the key of sample r at step i is fold_in(fold_in(rng, i), r), with r the global
-sample index (prompt-major). A sample therefore depends only on (rng, r, its prefix), not on
-the batch bucket, the padding or the mesh it ran with.
+A request's samples depend only on its key, prompt and sampling values: token i is drawn with
+fold_in(request key, i); `generate` gives sample r (prompt-major) the key fold_in(rng, r). The
+slot, the batch, the arrival order, the buckets and the mesh change nothing but float rounding.
 
-Compilations: the jitted function is traced once per distinct (config, shape bucket, static
-sampling options, mesh); `Engine.compilations` counts traces (each one is one XLA compile).
+With a mesh, the engine runs in the rollout layout of `rules` (parallel/rules.py; default
+`tp`): weights split over `tensor` (heads, kv heads, MLP, vocabulary), the KV cache over
+`tensor` on kv heads and over the batch axes on rows. `handoff` moves params from any layout
+(e.g. the trainer's fsdp state) into it on device, cast to the compute dtype.
+
+Compilations: each program is traced once per distinct (config, shape bucket, static sampling
+options); `Engine.compilations` counts traces (each one is one XLA compile).
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
 
-from swe_rl_jax.models import ModelConfig, hidden_states, init_cache, logits_from_hidden, positions_from_mask
+from swe_rl_jax.models import ModelConfig
+from swe_rl_jax.models.decoder import compute_dtype
 from swe_rl_jax.models.params import Params
+from swe_rl_jax.parallel.rules import MeshSharding, Rules, activation_sharding, get_rules, param_shardings, rules_for_mesh
+from swe_rl_jax.sampling import continuous
 from swe_rl_jax.sampling.buckets import Buckets
-from swe_rl_jax.sampling.decode import DecodeCache, decode_step, to_decode_cache
 from swe_rl_jax.sampling.params import SamplingParams
 from swe_rl_jax.sampling.results import SampleResult, finish
-from swe_rl_jax.sampling.sampler import select_tokens
+from swe_rl_jax.sampling.slots import (Admission, Bank, Options, Produced, Rows, decode, empty_rows, insert, prefill,
+                                      start_rows)
 
 log = logging.getLogger(__name__)
 
-
-class _Static(NamedTuple):
-    """Everything besides array shapes that selects a compiled program."""
-
-    new_tokens: int  # N, the generation bucket
-    greedy: bool
-    top_k: int
-    use_top_p: bool
-    mesh: Optional[Mesh]
-    data_axis: str
+ROLLOUT_RULES = "tp"  # the default rollout layout (parallel/rules.py)
 
 
-class _Request(NamedTuple):
-    """Device inputs of one rollout, padded to the buckets."""
+@dataclass(frozen=True)
+class Request:
+    """One response to generate. `key`: its PRNG key (typed or raw uint32, default
+    implementation); the same request with the same key gives the same tokens wherever it runs.
+    `sampling.n` is ignored (one response per request)."""
 
-    prompt_tokens: np.ndarray  # int32 [P, S], left-padded unique prompts
-    prompt_mask: np.ndarray  # bool [P, S]
-    row_of: np.ndarray  # int32 [B], the prefill row each sample continues
-    sample_ids: np.ndarray  # int32 [B], global sample index (PRNG stream id)
-    eos_ids: np.ndarray  # int32 [E]
-    temperature: np.ndarray  # float32 []
-    top_p: np.ndarray  # float32 []
-    max_new_tokens: np.ndarray  # int32 []
+    prompt: Sequence[int]
+    sampling: SamplingParams
+    key: Any
 
 
-class _Loop(NamedTuple):
-    """The decode loop's carry."""
+class _Group(NamedTuple):
+    """Requests that share a compiled program: the same static options and EOS ids."""
 
-    step: jax.Array  # the token index being computed
-    cache: DecodeCache  # heads-major (sampling/decode.py)
-    kv_mask: jax.Array  # [B, T], the slots each row may attend to
-    token: jax.Array  # [B], the token sampled at step - 1
-    done: jax.Array  # [B], hit an EOS id
-    lengths: jax.Array  # [B]
-    tokens: jax.Array  # [B, N] outputs, valid up to lengths
-    logp: jax.Array
-    logp_truncated: jax.Array
+    options_key: tuple
+    indices: list[int]
 
 
-def _shard_batch(x: jax.Array, static: _Static, batch_dim: int) -> jax.Array:
-    """Keeps the batch dimension split over the data axis (a no-op without a mesh)."""
-    if static.mesh is None:
-        return x
-    spec = [None] * x.ndim
-    spec[batch_dim] = static.data_axis
-    return jax.lax.with_sharding_constraint(x, NamedSharding(static.mesh, PartitionSpec(*spec)))
+def _key_data(keys: jax.Array) -> np.ndarray:
+    """Raw uint32 key data [..., 2] of typed or raw keys of the default implementation."""
+    if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
+        keys = jax.random.key_data(keys)
+    data = np.asarray(keys, np.uint32)
+    if data.shape[-1:] != (2,):
+        raise ValueError(f"PRNG keys must use the default implementation (2 uint32 words), got shape {data.shape}")
+    return data
 
 
-def rollout(
-    config: ModelConfig, static: _Static, params: Params, request: _Request, rng: jax.Array
-) -> tuple[jax.Array, ...]:
-    """Traced body of the engine. Returns (tokens [B, N], logp [B, N], logp_truncated [B, N],
-    lengths [B], hit_eos [B]); entries past a row's length are padding."""
-    prompt_tokens, prompt_mask = request.prompt_tokens, request.prompt_mask
-    num_prompts, prompt_slots = prompt_tokens.shape
-    batch = request.row_of.shape[0]
-    num_slots = prompt_slots + static.new_tokens
-    shard = lambda x, dim=0: _shard_batch(x, static, dim)  # noqa: E731
+@jax.jit
+def _fold_in_each(rng: jax.Array, ids: jax.Array) -> jax.Array:
+    return jax.vmap(lambda i: jax.random.fold_in(rng, i))(ids)
 
-    def sample(logits: jax.Array, step: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        step_key = jax.random.fold_in(rng, step)
-        keys = jax.vmap(lambda r: jax.random.fold_in(step_key, r))(request.sample_ids)
-        return select_tokens(logits, keys, request.temperature, request.top_p,
-                             greedy=static.greedy, top_k=static.top_k, use_top_p=static.use_top_p)
 
-    def is_eos(tokens: jax.Array) -> jax.Array:
-        return (tokens[:, None] == request.eos_ids[None, :]).any(axis=-1)
+def request_keys(rng: jax.Array | int, count: int, first: int = 0) -> np.ndarray:
+    """Key data [count, 2] of requests first..first+count-1 of a call: fold_in(rng, r)."""
+    if isinstance(rng, int):
+        rng = jax.random.key(rng)
+    ids = first + np.arange(max(1 << (count - 1).bit_length(), 1), dtype=np.int32)  # bucketed: few compiles
+    return _key_data(_fold_in_each(rng, ids))[:count]
 
-    # Prefill: every unique prompt once; only the last slot's logits are needed (left padding
-    # puts each prompt's last token there).
-    # The prefill's cache holds the prompt slots only; the decode layout adds the new ones. The
-    # prefill always scans its layers: slicing the weights inside the scan is amortized over
-    # every prompt token, and it ran faster than unrolled layers (docs/SAMPLING.md).
-    cache = jax.tree.map(lambda c: shard(c, 1), init_cache(config, num_prompts, prompt_slots))
-    h, cache = hidden_states(config.replace(scan_layers=True), params, prompt_tokens,
-                             positions_from_mask(prompt_mask), kv_mask=prompt_mask, cache=cache, cache_index=0)
-    logits = logits_from_hidden(config, params, h[:, -1:])[:, 0]
 
-    # Fan out: sample r continues prompt row_of[r]; the n samples of a prompt share its prefill.
-    row_of = request.row_of
-    cache = jax.tree.map(lambda c: shard(c[:, row_of], 1), cache)
-    kv_mask = shard(jnp.concatenate([prompt_mask[row_of], jnp.zeros((batch, static.new_tokens), bool)], axis=1))
-    logits = shard(logits[row_of])
-    prompt_len = prompt_mask.sum(axis=1, dtype=jnp.int32)[row_of]
-
-    if not config.scan_layers:  # slice each layer's weights once, not at every decode step
-        params = {**params, "layers": [jax.tree.map(lambda a, i=i: a[i], params["layers"])
-                                       for i in range(config.num_layers)]}
-    cache = jax.tree.map(lambda c: shard(c, c.ndim - 4),
-                         to_decode_cache(cache, num_slots, per_layer=not config.scan_layers))
-    token, logp, logp_trunc = sample(logits, jnp.int32(0))
-    first = lambda value, dtype: jnp.zeros((batch, static.new_tokens), dtype).at[:, 0].set(value)  # noqa: E731
-    state = _Loop(step=jnp.int32(1), cache=cache, kv_mask=kv_mask, token=token, done=is_eos(token),
-                  lengths=jnp.ones((batch,), jnp.int32), tokens=first(token, jnp.int32),
-                  logp=first(logp, jnp.float32), logp_truncated=first(logp_trunc, jnp.float32))
-
-    def cond(s: _Loop) -> jax.Array:
-        return (s.step < request.max_new_tokens) & ~jnp.all(s.done)
-
-    def body(s: _Loop) -> _Loop:
-        slot = prompt_slots + s.step - 1  # where the previous token's keys and values go
-        kv_mask = jax.lax.dynamic_update_slice(s.kv_mask, jnp.ones((batch, 1), bool), (0, slot))
-        logits, cache = decode_step(config, params, s.token, prompt_len + s.step - 1, kv_mask, s.cache, slot)
-        token, logp, logp_trunc = sample(logits, s.step)
-        # Finished rows keep running (static shapes); what they write lies past their length.
-        column = lambda buf, new: jax.lax.dynamic_update_slice(buf, new[:, None], (0, s.step))  # noqa: E731
-        live = ~s.done
-        return _Loop(step=s.step + 1, cache=cache, kv_mask=kv_mask, token=token,
-                     done=s.done | (live & is_eos(token)), lengths=s.lengths + live.astype(jnp.int32),
-                     tokens=column(s.tokens, token), logp=column(s.logp, logp),
-                     logp_truncated=column(s.logp_truncated, logp_trunc))
-
-    s = jax.lax.while_loop(cond, body, state)
-    # The loop ends a row only at EOS or at the limit, so `done` means "ended by EOS".
-    return s.tokens, s.logp, s.logp_truncated, s.lengths, s.done
+def pack_prompts(prompts: Sequence[Sequence[int]], num_rows: int, prompt_slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """Left-padded tokens and mask [num_rows, prompt_slots]; rows past len(prompts) are empty."""
+    tokens = np.zeros((num_rows, prompt_slots), np.int32)
+    mask = np.zeros((num_rows, prompt_slots), bool)
+    for row, p in enumerate(prompts):
+        tokens[row, prompt_slots - len(p):] = p
+        mask[row, prompt_slots - len(p):] = True
+    return tokens, mask
 
 
 class Engine:
-    """Holds the compiled rollout programs for one mesh layout and bucket policy.
+    """Holds the compiled rollout programs for one mesh layout, bucket policy and batching mode.
 
-    mesh: optional; the batch is split over `data_axis` (its size must divide the batch
-    buckets, which the engine ensures). Params are used with the sharding they carry when
-    they already live on `mesh`, and replicated onto it otherwise (a transfer per call: place
-    them once).
+    mesh / rules: optional rollout layout (rules default to the `tp` preset); params are handed
+    off into it on every call (a no-op when they already are, see `handoff`). Without a mesh the
+    params are used as they are. slots: 0 = static batches, else the number of decode slots of
+    continuous batching (capped by the bucket of the request count). segment_steps: decode steps
+    per device call in continuous batching. refill_after: a segment returns early, to refill,
+    once this many slots have freed while requests wait (0: slots // 8, at least 1).
     """
 
-    def __init__(self, buckets: Buckets = Buckets(), mesh: Optional[Mesh] = None, data_axis: str = "data"):
-        if mesh is not None and data_axis not in mesh.axis_names:
-            raise ValueError(f"data axis {data_axis!r} not in mesh axes {mesh.axis_names}")
-        self.buckets = buckets
-        self.mesh = mesh
-        self.data_axis = data_axis
+    def __init__(self, buckets: Buckets = Buckets(), mesh: Optional[Mesh] = None, rules: Optional[Rules] = None,
+                 slots: int = 0, segment_steps: int = 16, refill_after: int = 0):
+        if slots < 0 or segment_steps < 1 or refill_after < 0:
+            raise ValueError(f"need slots >= 0, segment_steps >= 1, refill_after >= 0; got {slots}, "
+                             f"{segment_steps}, {refill_after}")
+        self.buckets, self.mesh = buckets, mesh
+        self.slots, self.segment_steps, self.refill_after = slots, segment_steps, refill_after
+        self.rules = None if mesh is None else rules_for_mesh(get_rules(ROLLOUT_RULES) if rules is None else rules, mesh)
+        self.shard = None if mesh is None else MeshSharding(mesh, self.rules)
         self.compilations = 0
-        self._compiled = jax.jit(self._trace, static_argnums=(0, 1))
+        self._handoff: dict[ModelConfig, Callable] = {}
+        self._static = jax.jit(self._counted(self._static_program), static_argnums=(0, 1))
+        self._prefill = jax.jit(self._counted(lambda c, p, t, m: prefill(c, self.shard, p, t, m)), static_argnums=0)
+        self._admit = jax.jit(self._counted(self._admit_program), static_argnums=(0, 1), donate_argnums=2)
+        self._decode = jax.jit(self._counted(self._decode_program), static_argnums=(0, 1, 2), donate_argnums=4)
+        self._empty = jax.jit(self._counted(self._empty_rows), static_argnums=(0, 1, 2, 3))
+        self._layers = jax.jit(self._counted(_per_layer), static_argnums=0)
 
-    def _trace(self, config: ModelConfig, static: _Static, params: Params, request: _Request,
-               rng: jax.Array) -> tuple[jax.Array, ...]:
-        # Runs only when jit traces, i.e. once per new shape bucket / static option set.
-        self.compilations += 1
-        log.info("sampling: compiling rollout #%d: prompts %s, samples %d, new tokens %d, %s",
-                 self.compilations, request.prompt_tokens.shape, request.row_of.shape[0],
-                 static.new_tokens, static._replace(mesh=None))
-        return rollout(config, static, params, request, rng)
+    # ---- layout ---------------------------------------------------------------------------
 
     @property
-    def _data_size(self) -> int:
-        return 1 if self.mesh is None else self.mesh.shape[self.data_axis]
-
-    def _place(self, params: Params, request: _Request) -> tuple[Params, _Request]:
-        """Puts the batch on the data axis and params (unless already on the mesh) replicated."""
+    def batch_multiple(self) -> int:
+        """Batch buckets divide evenly over the mesh axes of the `batch` rule."""
         if self.mesh is None:
-            return params, request
-        replicated = NamedSharding(self.mesh, PartitionSpec())
+            return 1
+        return int(np.prod([self.mesh.shape[a] for a in self.rules.get("batch", ())]))
 
-        def place_param(x: Any) -> jax.Array:
-            sharding = getattr(x, "sharding", None)
-            if isinstance(sharding, NamedSharding) and sharding.mesh == self.mesh:
-                return x
-            return jax.device_put(x, replicated)
+    def param_shardings(self, config: ModelConfig) -> Any:
+        """The rollout layout of `config`'s params (None without a mesh)."""
+        return None if self.mesh is None else param_shardings(config, self.mesh, self.rules)
 
-        batch_sharded = lambda x: jax.device_put(  # noqa: E731
-            x, NamedSharding(self.mesh, PartitionSpec(self.data_axis, *[None] * (x.ndim - 1))))
-        request = request._replace(
-            prompt_tokens=batch_sharded(request.prompt_tokens),
-            prompt_mask=batch_sharded(request.prompt_mask),
-            row_of=batch_sharded(request.row_of),
-            sample_ids=batch_sharded(request.sample_ids),
-        )
-        return jax.tree.map(place_param, params), request
+    def handoff(self, config: ModelConfig, params: Params) -> Params:
+        """`params` in the rollout layout, cast to the compute dtype: one on-device reshard (a
+        jitted identity with the rollout shardings as outputs; XLA moves only the shards each
+        device lacks), nothing when they are already there. Without a mesh: unchanged."""
+        if self.mesh is None:
+            return params
+        target, dtype = self.param_shardings(config), compute_dtype(config)
+        placed = jax.tree.map(lambda x, s: isinstance(x, jax.Array) and x.dtype == dtype
+                              and x.sharding.is_equivalent_to(s, x.ndim), params, target)
+        if all(jax.tree.leaves(placed)):
+            return params
+        mesh_devices = set(self.mesh.devices.flat)
+        if any(getattr(x, "committed", False) and x.sharding.device_set != mesh_devices for x in jax.tree.leaves(params)):
+            params = jax.device_put(params, target)  # another device set: a device-to-device copy first
+        if config not in self._handoff:
+            self._handoff[config] = jax.jit(lambda p: jax.tree.map(lambda x: x.astype(dtype), p), out_shardings=target)
+        return self._handoff[config](params)
 
-    def _pack(self, prompts: Sequence[Sequence[int]], sp: SamplingParams,
-              eos_ids: Sequence[int], first_sample: int = 0) -> tuple[_Request, int]:
-        """Left-pads the unique prompts into buckets; returns the request and the sample count."""
+    def _put(self, x: np.ndarray, axes: tuple) -> Any:
+        """A host input of a program, rows over the batch axes (when they divide) on the mesh."""
+        if self.mesh is None:
+            return x
+        return jax.device_put(x, activation_sharding(self.mesh, self.rules, axes, x.shape))
+
+    def _put_rows(self, x: np.ndarray) -> Any:
+        return self._put(x, ("batch",) + (None,) * (x.ndim - 1))
+
+    # ---- programs (traced once per shape bucket and static options) ------------------------
+
+    def _counted(self, fn: Callable) -> Callable:
+        def traced(*args: Any) -> Any:
+            # Runs only when jit traces, i.e. once per new shape bucket / static option set.
+            self.compilations += 1
+            log.info("sampling: compiling %s (#%d)", fn.__name__, self.compilations)
+            return fn(*args)
+        traced.__name__ = fn.__name__
+        return traced
+
+    def _static_program(self, config: ModelConfig, options: Options, params: Params, prompt_tokens: jax.Array,
+                        prompt_mask: jax.Array, admission: Admission, eos_ids: jax.Array) -> tuple[jax.Array, ...]:
+        """The whole static rollout: (tokens, logp, logp_truncated [B, N], lengths [B], hit_eos [B])."""
+        bank = prefill(config, self.shard, params, prompt_tokens, prompt_mask)
+        rows, first = start_rows(config, options, self.shard, bank, admission, eos_ids)
+        limit = jnp.max(admission.max_new) - 1
+        rows, rest = decode(config, options, self.shard, _per_layer(config, params), rows, eos_ids, limit,
+                            jnp.int32(0), options.new_tokens - 1, aligned=True)
+        joined = [jnp.concatenate([a, b], axis=1) for a, b in zip(first[:3], rest[:3])]
+        return (*joined, first.count + rest.count, rows.hit_eos)
+
+    def _admit_program(self, config: ModelConfig, options: Options, rows: Rows, bank: Bank, admission: Admission,
+                       where: jax.Array, eos_ids: jax.Array) -> tuple[Rows, Produced]:
+        new_rows, first = start_rows(config, options, self.shard, bank, admission, eos_ids)
+        return insert(rows, new_rows, where, self.shard), first
+
+    def _decode_program(self, config: ModelConfig, options: Options, width: int, params: Params, rows: Rows,
+                        eos_ids: jax.Array, limit: jax.Array, refill_after: jax.Array) -> tuple[Rows, Produced]:
+        return decode(config, options, self.shard, params, rows, eos_ids, limit, refill_after, width, aligned=False)
+
+    def _empty_rows(self, config: ModelConfig, options: Options, num_rows: int, prompt_slots: int) -> Rows:
+        return empty_rows(config, options, self.shard, num_rows, prompt_slots)
+
+    # ---- requests --------------------------------------------------------------------------
+
+    def _options(self, config: ModelConfig, sp: SamplingParams, new_tokens: int) -> Options:
+        return Options(self.buckets.new_tokens(new_tokens), sp.greedy, sp.top_k, sp.uses_top_p)
+
+    @staticmethod
+    def _eos(config: ModelConfig, sp: SamplingParams) -> np.ndarray:
+        eos = config.eos_token_ids if sp.eos_ids is None else sp.eos_ids
+        return np.asarray(list(eos), np.int32).reshape(-1)
+
+    def _admission(self, requests: Sequence[Request], keys: np.ndarray, bank_rows: Sequence[int],
+                   num_rows: int) -> Admission:
+        """Per-request device inputs, padded to `num_rows` (padding: max_new 0, never active)."""
+        def column(values: list, dtype: Any, pad: Any) -> np.ndarray:
+            return np.asarray(values + [pad] * (num_rows - len(values)), dtype)
+
+        padded_keys = np.zeros((num_rows, 2), np.uint32)
+        padded_keys[:len(requests)] = keys
+        admission = Admission(
+            bank_row=column(list(bank_rows), np.int32, 0), keys=padded_keys,
+            temperature=column([r.sampling.logprob_temperature for r in requests], np.float32, 1.0),
+            top_p=column([r.sampling.top_p for r in requests], np.float32, 1.0),
+            max_new=column([r.sampling.max_new_tokens for r in requests], np.int32, 0))
+        return Admission(*(self._put_rows(x) for x in admission))
+
+    def _groups(self, config: ModelConfig, requests: Sequence[Request]) -> list[_Group]:
+        groups: dict[tuple, list[int]] = {}
+        for i, r in enumerate(requests):
+            sp = r.sampling
+            if len(r.prompt) == 0:
+                raise ValueError("empty prompt: every prompt needs at least one token")
+            groups.setdefault((sp.greedy, sp.top_k, sp.uses_top_p, tuple(self._eos(config, sp))), []).append(i)
+        return [_Group(k, v) for k, v in groups.items()]
+
+    def _static_inputs(self, config: ModelConfig, params: Params, requests: Sequence[Request],
+                       keys: np.ndarray) -> tuple[Options, tuple]:
+        """The static program's options and placed inputs for these requests."""
         unique: dict[tuple[int, ...], int] = {}
-        prompt_rows = [unique.setdefault(tuple(int(t) for t in p), len(unique)) for p in prompts]
-        if any(len(p) == 0 for p in unique):
-            raise ValueError("empty prompt: every prompt needs at least one token")
-        num_samples = len(prompts) * sp.n
-        num_prompts, prompt_slots, batch = self._bucketed(len(unique), max(len(p) for p in unique), num_samples)
-        tokens = np.zeros((num_prompts, prompt_slots), np.int32)
-        mask = np.zeros((num_prompts, prompt_slots), bool)
-        for row, p in enumerate(unique):
-            tokens[row, prompt_slots - len(p):] = p
-            mask[row, prompt_slots - len(p):] = True
-        row_of = np.zeros((batch,), np.int32)
-        row_of[:num_samples] = np.repeat(np.asarray(prompt_rows, np.int32), sp.n)
-        request = _Request(
-            prompt_tokens=tokens, prompt_mask=mask, row_of=row_of,
-            sample_ids=first_sample + np.arange(batch, dtype=np.int32),
-            eos_ids=np.asarray(list(eos_ids), np.int32).reshape(-1),
-            temperature=np.float32(sp.logprob_temperature),
-            top_p=np.float32(sp.top_p), max_new_tokens=np.int32(sp.max_new_tokens))
-        return request, num_samples
+        bank_rows = [unique.setdefault(tuple(int(t) for t in r.prompt), len(unique)) for r in requests]
+        multiple = self.batch_multiple
+        prompt_tokens, prompt_mask = pack_prompts(list(unique), self.buckets.batch(len(unique), multiple),
+                                                  self.buckets.prompt(max(len(p) for p in unique)))
+        first = requests[0].sampling
+        options = self._options(config, first, max(r.sampling.max_new_tokens for r in requests))
+        admission = self._admission(requests, keys, bank_rows, self.buckets.batch(len(requests), multiple))
+        inputs = (params, self._put_rows(prompt_tokens), self._put_rows(prompt_mask),
+                  admission, self._eos(config, first))
+        return options, inputs
 
-    def _bucketed(self, num_prompts: int, longest_prompt: int, num_samples: int) -> tuple[int, int, int]:
-        """(prompt rows, prompt slots, sample rows) of a request, rounded up to the buckets; row
-        counts also divide over the data axis."""
-        data = self._data_size
-        return (self.buckets.batch(num_prompts, multiple_of=data), self.buckets.prompt(longest_prompt),
-                self.buckets.batch(num_samples, multiple_of=data))
+    def _run_static(self, config: ModelConfig, params: Params, requests: Sequence[Request],
+                    keys: np.ndarray) -> list[tuple]:
+        options, inputs = self._static_inputs(config, params, requests, keys)
+        tokens, logp, logp_trunc, lengths, hit_eos = (np.asarray(o) for o in
+                                                      jax.device_get(self._static(config, options, *inputs)))
+        return [(tokens[r, :n], logp[r, :n], logp_trunc[r, :n], bool(hit_eos[r]))
+                for r, n in enumerate(int(n) for n in lengths[:len(requests)])]
 
-    def _static(self, sp: SamplingParams) -> _Static:
-        return _Static(self.buckets.new_tokens(sp.max_new_tokens), sp.greedy, sp.top_k, sp.uses_top_p,
-                       self.mesh, self.data_axis)
+    def _run_continuous(self, config: ModelConfig, params: Params, requests: Sequence[Request],
+                        keys: np.ndarray) -> list[tuple]:
+        multiple = self.batch_multiple
+        num_rows = min(self.buckets.batch(self.slots, multiple), self.buckets.batch(len(requests), multiple))
+        prompt_slots = self.buckets.prompt(max(len(r.prompt) for r in requests))
+        first = requests[0].sampling
+        options = self._options(config, first, max(r.sampling.max_new_tokens for r in requests))
+        eos = self._eos(config, first)
+        decode_params = self._layers(config, params) if not config.scan_layers else params
+        limit = np.int32(self.segment_steps)
 
-    def _inputs(self, config: ModelConfig, params: Params, prompts_token_ids: Sequence[Sequence[int]],
-                sp: SamplingParams, first_sample: int = 0) -> tuple[_Static, Params, _Request, int]:
-        """The compiled program's static options and placed inputs, and the sample count."""
-        eos_ids = config.eos_token_ids if sp.eos_ids is None else sp.eos_ids
-        request, num_samples = self._pack(prompts_token_ids, sp, eos_ids, first_sample)
-        params, request = self._place(params, request)
-        return self._static(sp), params, request, num_samples
+        def prefill_prompts(prompts: Sequence[tuple[int, ...]]) -> Bank:
+            tokens, mask = pack_prompts(prompts, self.buckets.batch(len(prompts), multiple), prompt_slots)
+            return self._prefill(config, params, self._put_rows(tokens), self._put_rows(mask))
 
-    def lower_shapes(self, config: ModelConfig, params: Params, num_prompts: int, prompt_len: int,
-                     sampling_params: SamplingParams, mesh: Optional[Mesh] = None) -> jax.stages.Lowered:
-        """`lower` from shapes alone, for ahead-of-time planning (swe_rl_jax/plan/): `params` may
-        be ShapeDtypeStructs carrying their shardings, on devices this host does not have (a TPU
-        topology). The request: `num_prompts` distinct prompts of `prompt_len` tokens, each
-        sampled `sampling_params.n` times, laid out as `_place` lays it out; `mesh` holds it when
-        the engine has none (give the params' mesh: `generate` then replicates it there)."""
-        sp = sampling_params
-        rows, slots, batch = self._bucketed(num_prompts, prompt_len, num_prompts * sp.n)
-        num_eos = len(config.eos_token_ids if sp.eos_ids is None else sp.eos_ids)
-        on = self.mesh if self.mesh is not None else mesh
-        if on is None:
-            raise ValueError("lower_shapes needs a mesh: the engine's, or the one the params live on")
+        def admit(rows: Rows, bank: Bank, indices: Sequence[int], bank_rows: Sequence[int],
+                  where: Sequence[int]) -> tuple[Rows, Produced]:
+            count = self.buckets.batch(len(indices))
+            admission = self._admission([requests[i] for i in indices], keys[list(indices)], bank_rows, count)
+            slots = np.asarray(list(where) + [num_rows] * (count - len(where)), np.int32)  # padding: dropped
+            return self._admit(config, options, rows, bank, admission, slots, eos)
 
-        def struct(shape: tuple[int, ...], dtype: Any, batched: bool = False) -> jax.ShapeDtypeStruct:
-            split = batched and self.mesh is not None
-            spec = PartitionSpec(self.data_axis, *[None] * (len(shape) - 1)) if split else PartitionSpec()
-            return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(on, spec))
+        def decode_segment(rows: Rows, refill_after: int) -> tuple[Rows, Produced]:
+            return self._decode(config, options, self.segment_steps, decode_params, rows, eos, limit,
+                                np.int32(refill_after))
 
-        request = _Request(
-            prompt_tokens=struct((rows, slots), jnp.int32, True), prompt_mask=struct((rows, slots), jnp.bool_, True),
-            row_of=struct((batch,), jnp.int32, True), sample_ids=struct((batch,), jnp.int32, True),
-            eos_ids=struct((num_eos,), jnp.int32), temperature=struct((), jnp.float32),
-            top_p=struct((), jnp.float32), max_new_tokens=struct((), jnp.int32))
-        rng = struct((), jax.eval_shape(lambda: jax.random.key(0)).dtype)
-        return self._compiled.lower(config, self._static(sp), params, request, rng)
+        programs = continuous.Programs(
+            empty=lambda: self._empty(config, options, num_rows, prompt_slots),
+            prefill=prefill_prompts, admit=admit, decode=decode_segment)
+        refill_after = self.refill_after or max(1, num_rows // 8)
+        return continuous.run(programs, [tuple(int(t) for t in r.prompt) for r in requests], num_rows, refill_after)
 
-    def lower(self, config: ModelConfig, params: Params, prompts_token_ids: Sequence[Sequence[int]],
-              sampling_params: SamplingParams) -> jax.stages.Lowered:
-        """The program `generate` runs for these arguments, lowered (for inspection: e.g.
-        `.compile().as_text()` names the ops of a profile, see tools/profile_decode.py)."""
-        static, params, request, _ = self._inputs(config, params, prompts_token_ids, sampling_params)
-        return self._compiled.lower(config, static, params, request, jax.random.key(0))
+    def run(self, config: ModelConfig, params: Params, requests: Sequence[Request],
+            tokenizer: Any = None) -> list[SampleResult]:
+        """One SampleResult per request, in order (prompt_index = request index, sample 0).
+        Requests with different static options (greedy, top_k, top-p on/off, EOS ids) run as
+        separate batches."""
+        if any(r.sampling.stop for r in requests) and tokenizer is None:
+            raise ValueError("stop strings need a tokenizer (they are matched on decoded text)")
+        keys = np.stack([_key_data(r.key if not isinstance(r.key, int) else jax.random.key(r.key))
+                         for r in requests]) if requests else np.zeros((0, 2), np.uint32)
+        return self._run(config, params, requests, keys, tokenizer, lambda i: (i, 0))
+
+    def _run(self, config: ModelConfig, params: Params, requests: Sequence[Request], keys: np.ndarray,
+             tokenizer: Any, index: Callable[[int], tuple[int, int]]) -> list[SampleResult]:
+        results: list[Optional[SampleResult]] = [None] * len(requests)
+        params = self.handoff(config, params)
+        for group in self._groups(config, requests):
+            members = [requests[i] for i in group.indices]
+            run = self._run_continuous if self.slots else self._run_static
+            for i, (ids, logp, logp_trunc, hit_eos) in zip(group.indices, run(config, params, members,
+                                                                                keys[group.indices])):
+                results[i] = finish(*index(i), ids, logp, logp_trunc, hit_eos, requests[i].sampling.stop, tokenizer)
+        return results
 
     def generate(
         self,
@@ -294,35 +327,73 @@ class Engine:
         tokenizer: Any = None,
         first_sample: int = 0,
     ) -> list[SampleResult]:
-        """One SampleResult per prompt x sample, prompt-major (prompt 0's n samples first).
-        first_sample: the global index of this call's first sample (its PRNG stream), when a
-        host samples its share of a larger request (rl/sampling_hosts.py)."""
+        """One SampleResult per prompt x sample, prompt-major (prompt 0's n samples first);
+        sample r draws with the key fold_in(rng, first_sample + r). first_sample: the global
+        index of this call's first sample, when a host samples its share of a larger request
+        (rl/host_sampling.py)."""
         sp = sampling_params
         if not prompts_token_ids:
             return []
         if sp.stop and tokenizer is None:
             raise ValueError("stop strings need a tokenizer (they are matched on decoded text)")
-        if isinstance(rng, int):
-            rng = jax.random.key(rng)
-        static, params, request, num_samples = self._inputs(config, params, prompts_token_ids, sp, first_sample)
-        outputs = jax.device_get(self._compiled(config, static, params, request, rng))
-        tokens, logp, logp_trunc, lengths, hit_eos = (np.asarray(o) for o in outputs)
-        results = []
-        for r in range(num_samples):
-            n = int(lengths[r])
-            results.append(finish(r // sp.n, r % sp.n, tokens[r, :n], logp[r, :n], logp_trunc[r, :n],
-                                  bool(hit_eos[r]), sp.stop, tokenizer))
-        return results
+        requests = [Request(p, sp, None) for p in prompts_token_ids for _ in range(sp.n)]
+        keys = request_keys(rng, len(requests), first_sample)
+        return self._run(config, params, requests, keys, tokenizer, lambda r: divmod(r, sp.n))
+
+    def lower(self, config: ModelConfig, params: Params, prompts_token_ids: Sequence[Sequence[int]],
+              sampling_params: SamplingParams) -> jax.stages.Lowered:
+        """The static program `generate` runs for these arguments, lowered (for inspection: e.g.
+        `.compile().as_text()` names the ops of a profile, see tools/profile_decode.py)."""
+        sp = sampling_params
+        requests = [Request(p, sp, None) for p in prompts_token_ids for _ in range(sp.n)]
+        options, inputs = self._static_inputs(config, params, requests, request_keys(0, len(requests)))
+        return self._static.lower(config, options, *inputs)
+
+    def lower_shapes(self, config: ModelConfig, params: Params, num_prompts: int, prompt_len: int,
+                     sampling_params: SamplingParams) -> jax.stages.Lowered:
+        """`lower` from shapes alone, for ahead-of-time planning (swe_rl_jax/plan/): `params` are
+        ShapeDtypeStructs in this engine's layout (`param_shardings`, compute dtype), possibly on
+        devices this host does not have (a TPU topology). The request: `num_prompts` distinct
+        prompts of `prompt_len` tokens, each sampled `sampling_params.n` times, as one static
+        batch (continuous batching holds at most `slots` of these rows at a time)."""
+        if self.mesh is None:
+            raise ValueError("lower_shapes needs an engine with a mesh (the params' devices)")
+        sp = sampling_params
+        multiple = self.batch_multiple
+        rows = self.buckets.batch(num_prompts, multiple)
+        samples = self.buckets.batch(num_prompts * sp.n, multiple)
+        slots = self.buckets.prompt(prompt_len)
+
+        def struct(shape: tuple[int, ...], dtype: Any, batched: bool = True) -> jax.ShapeDtypeStruct:
+            axes = ("batch",) + (None,) * (len(shape) - 1) if batched else (None,) * len(shape)
+            return jax.ShapeDtypeStruct(shape, dtype, sharding=activation_sharding(self.mesh, self.rules, axes, shape))
+
+        admission = Admission(bank_row=struct((samples,), jnp.int32), keys=struct((samples, 2), jnp.uint32),
+                              temperature=struct((samples,), jnp.float32), top_p=struct((samples,), jnp.float32),
+                              max_new=struct((samples,), jnp.int32))
+        eos = struct((len(self._eos(config, sp)),), jnp.int32, batched=False)
+        return self._static.lower(config, self._options(config, sp, sp.max_new_tokens), params,
+                                  struct((rows, slots), jnp.int32), struct((rows, slots), jnp.bool_), admission, eos)
 
 
-_ENGINES: dict[tuple[Optional[Mesh], str], Engine] = {}
+def _per_layer(config: ModelConfig, params: Params) -> Params:
+    """With `scan_layers` false the decode step takes one weight dict per layer, sliced once per
+    rollout: a scan slices every layer's weights out of the stacked arrays at every step, a
+    copy of all weights per token on CPU (sampling/decode.py)."""
+    if config.scan_layers:
+        return params
+    return {**params, "layers": [jax.tree.map(lambda a, i=i: a[i], params["layers"]) for i in range(config.num_layers)]}
 
 
-def default_engine(mesh: Optional[Mesh] = None, data_axis: str = "data") -> Engine:
-    """A process-wide engine per mesh layout, so repeated `generate` calls reuse compilations."""
-    key = (mesh, data_axis)
+_ENGINES: dict[tuple, Engine] = {}
+
+
+def default_engine(mesh: Optional[Mesh] = None, rules: Optional[Rules] = None, slots: int = 0) -> Engine:
+    """A process-wide engine per layout and batching mode, so repeated `generate` calls reuse
+    compilations."""
+    key = (mesh, None if rules is None else tuple(sorted(rules.items())), slots)
     if key not in _ENGINES:
-        _ENGINES[key] = Engine(mesh=mesh, data_axis=data_axis)
+        _ENGINES[key] = Engine(mesh=mesh, rules=rules, slots=slots)
     return _ENGINES[key]
 
 
@@ -335,14 +406,14 @@ def generate(
     *,
     tokenizer: Any = None,
     mesh: Optional[Mesh] = None,
-    data_axis: str = "data",
-    first_sample: int = 0,
+    rules: Optional[Rules] = None,
+    slots: int = 0,
 ) -> list[SampleResult]:
     """Samples `sampling_params.n` responses per prompt; results are prompt-major.
 
     rng: a PRNG key (or an int seed); the same key gives the same samples. tokenizer: anything
     with `decode(ids) -> str` (e.g. `ChatTokenizer`); fills `text` and enables stop strings.
-    first_sample: see `Engine.generate`.
+    mesh / rules / slots: see `Engine`.
     """
-    engine = default_engine(mesh, data_axis)
-    return engine.generate(config, params, prompts_token_ids, sampling_params, rng, tokenizer, first_sample)
+    engine = default_engine(mesh, rules, slots)
+    return engine.generate(config, params, prompts_token_ids, sampling_params, rng, tokenizer)

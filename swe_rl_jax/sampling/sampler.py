@@ -70,15 +70,16 @@ def select_tokens(
     """(tokens [B] int32, logp [B], logp_truncated [B]) from float32 logits [B, V].
 
     keys: [B] PRNG keys, one per row, so a row's draw does not depend on the batch it is in.
-    temperature, top_p: float32 scalars (traced, so changing them never recompiles).
-    greedy, top_k, use_top_p: static, they choose the computation.
+    temperature, top_p: float32, scalars or one per row [B] (traced, so changing them never
+    recompiles). greedy, top_k, use_top_p: static, they choose the computation.
     """
+    per_row = lambda x: x[:, None] if jnp.ndim(x) == 1 else x  # noqa: E731
     if greedy:
         tokens = argmax_rows(logits)
         logp = _pick(logits, tokens) - jax.nn.logsumexp(logits, axis=-1)
         return tokens, logp, jnp.zeros_like(logp)
 
-    scaled = logits / temperature
+    scaled = logits / per_row(temperature)
     logp_full = jax.nn.log_softmax(scaled, axis=-1)
     if top_k == 0 and not use_top_p:
         tokens = categorical_rows(keys, scaled)
@@ -91,7 +92,7 @@ def select_tokens(
     if use_top_p:
         probs = jax.nn.softmax(candidates, axis=-1)
         mass_before = jnp.cumsum(probs, axis=-1) - probs
-        candidates = jnp.where(mass_before < top_p, candidates, -jnp.inf)
+        candidates = jnp.where(mass_before < per_row(top_p), candidates, -jnp.inf)
     choice = categorical_rows(keys, candidates)
     tokens = _pick(candidate_ids, choice).astype(jnp.int32)
     logp_truncated = _pick(jax.nn.log_softmax(candidates, axis=-1), choice)

@@ -7,6 +7,8 @@ import os
 from typing import Any, Callable
 
 import jax
+import numpy as np
+from jax.experimental import multihost_utils
 
 from swe_rl_jax.models.decoder import RematPolicy
 
@@ -21,10 +23,14 @@ def memory_budget_bytes(budget_gb: float) -> int:
     host: `attention` remat, 5.4 GiB, rather than `none`, 8.7 GiB: docs/BENCHMARKS.md)."""
     if budget_gb > 0:
         return int(budget_gb * 2**30)
-    stats = jax.devices()[0].memory_stats() or {}
+    stats = jax.local_devices()[0].memory_stats() or {}  # another process's devices report nothing
     if "bytes_limit" in stats:
-        return int(0.9 * stats["bytes_limit"])
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4)
+        budget = int(0.9 * stats["bytes_limit"])
+    else:
+        budget = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4)
+    if jax.process_count() > 1:  # every process must compile the same program: the smallest decides
+        budget = int(np.min(multihost_utils.process_allgather(np.int64(budget))))
+    return budget
 
 
 def compiled_peak_bytes(compiled: Any) -> int:
