@@ -3,6 +3,7 @@
     python -m swe_rl_jax.cli build-data --instances FILE --repos DIR --out DIR
     python -m swe_rl_jax.cli build-data --git-repo PATH [--repo-name owner/name] --out DIR
     python -m swe_rl_jax.cli build-data --sample --out DIR      # the shipped sample (data/sample/)
+    python -m swe_rl_jax.cli build-data --sample --synthesized --out DIR   # plus its synthesized tasks
 
 Writes OUT/<split>/<subtask>.jsonl and OUT/summary.json, and prints a summary table.
 """
@@ -22,6 +23,7 @@ from swe_rl_jax.data.options import BuildOptions, MiningOptions
 from swe_rl_jax.data.sample import SAMPLE_DIR, load_manifest, make_sample_repos
 from swe_rl_jax.data.skeleton import SourceFilter
 from swe_rl_jax.data.sources import GitError, GitRepo, Instance, InputError, RepoLocator, load_instances
+from swe_rl_jax.synth.sample import add_sample_synth_commits
 
 # CLI flag → BuildOptions / MiningOptions field; unset flags keep the dataclass defaults.
 _BUILD_FLAGS = ("subtasks", "file_patterns", "include_tests", "context_lines", "skeleton_max_tokens",
@@ -41,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="mine this repository's history (repeatable)")
     src.add_argument("--repo-name", help="repository name for a single --git-repo (default: its directory name)")
     src.add_argument("--sample", action="store_true", help="build the shipped sample in data/sample/")
+    src.add_argument("--synthesized", action="store_true",
+                     help="with --sample: add its synthesized tasks (data/sample/synth/, docs/SYNTH.md)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     b = p.add_argument_group("tasks")
     b.add_argument("--subtasks", type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
@@ -103,6 +107,8 @@ def run(args: argparse.Namespace, sample_repos: Path | None) -> dict[str, Any]:
     if sample_repos is not None:
         made = make_sample_repos(sample_repos)
         instance_files = [SAMPLE_DIR / "instances.jsonl"]
+        if args.synthesized:
+            instance_files.append(add_sample_synth_commits(made))
         to_mine = [(made[spec["repo"]], spec["repo"]) for spec in load_manifest()["repos"] if spec.get("mine")]
         repos_dir = sample_repos
     if repos_dir is not None and not repos_dir.is_dir():
@@ -126,6 +132,9 @@ def main(argv: list[str]) -> int:
     if args.sample and (args.instances or args.repos or args.git_repo):
         print("error: --sample builds the shipped sample on its own; "
               "it takes no --instances, --repos or --git-repo", file=sys.stderr)
+        return 2
+    if args.synthesized and not args.sample:
+        print("error: --synthesized adds the sample's synthesized tasks: it needs --sample", file=sys.stderr)
         return 2
     if args.repo_name and len(args.git_repo) != 1:
         print("error: --repo-name needs exactly one --git-repo", file=sys.stderr)
