@@ -26,10 +26,14 @@ def reward_meta(record: TaskRecord) -> dict[str, Any]:
         return {
             "code_context": record.context["code_context"],
             "oracle_new_content": record.ground_truth["oracle_new_content"],
+            "instance_id": record.instance_id,
         }
     return {"ground_truth": record.ground_truth["items"], "candidates": record.candidates}
 
 
-def reward_task(record: TaskRecord, response: str, rewards: Mapping[str, str] | None = None) -> RewardTask:
+def reward_task(record: TaskRecord, response: str, rewards: Mapping[str, str] | None = None,
+                extra_meta: Mapping[str, Any] | None = None) -> RewardTask:
+    """`extra_meta`: run-level keys added to every record's metadata (e.g. the execution
+    rewards' `execution` settings)."""
     name = (rewards or DEFAULT_REWARDS).get(record.subtask) or DEFAULT_REWARDS[record.subtask]
-    return RewardTask(name, reward_meta(record), response)
+    return RewardTask(name, {**reward_meta(record), **(extra_meta or {})}, response)

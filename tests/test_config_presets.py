@@ -12,7 +12,7 @@ from swe_rl_jax.sft.run import SFTConfig
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CLASSES = {"main": MainConfig, "grpo_demo": MainConfig, "demo": DemoConfig, "sorft_sft": SFTConfig, "sft_tiny": SFTConfig, "swe_rl_grpo": RLConfig,
            "sorft_ppo": RLConfig,
-           "rl_tiny": RLConfig}
+           "rl_tiny": RLConfig, "grpo_tests_pass": RLConfig}
 
 
 def test_every_preset_is_known():

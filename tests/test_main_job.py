@@ -10,7 +10,8 @@ def test_main_job_tiny_end_to_end(tmp_path, tiny_llama):
     out = tmp_path / "main"
     assert cli(["main", f"out_dir={out}", f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
                 "sft.num_steps=2", "sft.progress=false", "rl.num_steps=2", "rl.progress=false",
-                "rl.sampling.max_new_tokens=8", "eval.max_examples=1", "eval.sampling.max_new_tokens=8"]) == 0
+                "rl.sampling.max_new_tokens=8", "eval.max_examples=1", "eval.sampling.max_new_tokens=8",
+                "resolution.sampling.max_new_tokens=8"]) == 0
     # data, rejection sampling
     assert (out / "records" / "summary.json").is_file()
     report = json.loads((out / "sft_data" / "report.json").read_text())
@@ -24,7 +25,16 @@ def test_main_job_tiny_end_to_end(tmp_path, tiny_llama):
     results = json.loads((out / "results.json").read_text())
     assert set(results["table"]) == {"base", "sft", "sft_rl"}
     for row in results["table"].values():
-        assert set(row) == {"format_correct", "file_hit", "function_hit", "line_hit", "mean_reward"}
+        assert set(row) == {"format_correct", "file_hit", "function_hit", "line_hit", "mean_reward", "applied",
+                            "resolved"}
+    # %Applied / %Resolved: each model's predictions on the 4 held-out instances, tested by the harness
+    for stage, row in results["table"].items():
+        predictions = (out / f"resolve_{stage}" / "predictions.jsonl").read_text().splitlines()
+        records = json.loads((out / f"resolve_{stage}" / "report.json").read_text())["records"]
+        assert [json.loads(p)["instance_id"] for p in predictions] == [r["instance_id"] for r in records]
+        assert {r["instance_id"].split("-")[0] for r in records} == {"quillsoft__configlet"} and len(records) == 4
+        assert row["applied"] == sum(r["patch_applied"] for r in records) / 4
+        assert row["resolved"] == sum(r["resolved"] for r in records) / 4
     assert results["sft"]["steps"] == 2 and results["rl"]["steps"] == 2
     for stage in ("base", "sft", "sft_rl"):
         ev = json.loads((out / f"eval_{stage}" / "eval.json").read_text())

@@ -1,4 +1,4 @@
-"""`resolve`: Agentless-style inference on SWE-bench instances → predictions JSONL for the harness.
+"""`resolve`: Agentless-style inference on SWE-bench instances → predictions JSONL for `evaluate`.
 
     python -m swe_rl_jax.cli resolve --instances FILE --repos DIR --out preds.jsonl [--config FILE]
         [key=value ...]      e.g. model.checkpoint=outputs/rl/hf agentless.num_samples=8

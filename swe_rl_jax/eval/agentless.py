@@ -38,7 +38,7 @@ Per instance, with a policy `respond(prompts, n) -> [[answer] * n per prompt]`:
 - a prompt the policy cannot answer (e.g. too long for the model) gets "" and falls back as above.
 Shown code is capped at `max_shown_lines` lines per prompt (windows beyond the cap are left out).
 
-Test execution (regression and reproduction tests) is left to the SWE-bench harness.
+No tests run here (no regression or reproduction reranking); `evaluate` (harness/) tests the predictions.
 """
 from __future__ import annotations
 

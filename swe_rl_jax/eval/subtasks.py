@@ -35,6 +35,7 @@ def evaluate(
     batch_size: int = 16,
     num_workers: int = 0,
     pool: Optional[RewardPool] = None,
+    reward_meta: Optional[Mapping[str, Any]] = None,
 ) -> EvalResult:
     """`sampling.n` responses per record (1 for greedy), each scored by the record's reward; the
     summary averages over all responses, i.e. the expected metric under the sampling policy."""
@@ -47,7 +48,7 @@ def evaluate(
         results = generate(config, params, prompts[start:start + batch_size], sampling, key, tokenizer=tokenizer)
         texts.extend(r.text or "" for r in results)
     records = [r for r in records for _ in range(sampling.n)]  # generate's order: prompt-major
-    scored = score_batch([reward_task(r, t, rewards) for r, t in zip(records, texts)], pool=pool,
+    scored = score_batch([reward_task(r, t, rewards, reward_meta) for r, t in zip(records, texts)], pool=pool,
                          num_workers=num_workers or None)
     outcomes = [outcome(r.subtask, r.repo, s, info) for r, (s, info) in zip(records, scored)]
     return EvalResult(records, outcomes, texts, summarize(outcomes))

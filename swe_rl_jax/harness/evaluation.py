@@ -36,7 +36,7 @@ from swe_rl_jax.harness.testlog import SUCCESS
 
 log = logging.getLogger(__name__)
 
-ERROR_KINDS = ("unknown_instance", "empty_patch", "malformed_patch", "invalid_path", "does_not_apply",
+ERROR_KINDS = ("unknown_instance", "no_tests", "empty_patch", "malformed_patch", "invalid_path", "does_not_apply",
                "test_patch_failed", "missing_repository", "missing_base_commit", "checkout_failed",
                "env_build_failed", "timeout", "no_test_results", "internal_error")
 
@@ -96,6 +96,9 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
                       options: HarnessOptions, isolation: str) -> dict[str, Any]:
     """One instance's record (see the module docstring). Never raises for a problem of the instance."""
     start = time.perf_counter()
+    if not instance.fail_to_pass + instance.pass_to_pass:
+        return _record(instance.instance_id, model_patch, error="no_tests",
+                       message="the instance has no FAIL_TO_PASS or PASS_TO_PASS tests")
     if not model_patch.strip():
         return _record(instance.instance_id, model_patch, error="empty_patch", message="no patch to apply")
     if repo_dir is None:

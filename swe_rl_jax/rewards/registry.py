@@ -11,6 +11,8 @@ Built-in rewards and the `meta` keys they read:
   swe_rl, swe_rl_discrete        code_context, oracle_new_content
   sorft_edit, sorft_edit_similarity  code_context, oracle_new_content, beta (optional, 3.0)
   sorft_file, sorft_function, sorft_line  ground_truth, candidates, beta (optional, 3.0)
+  tests_pass                     code_context, instance_id, execution (rewards/execution.py)
+  tests_pass_similarity          the same and oracle_new_content
 """
 from __future__ import annotations
 
@@ -99,6 +101,17 @@ register_reward("swe_rl", _swe_rl, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("swe_rl_discrete", _swe_rl_discrete, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("sorft_edit", _edit_reward("lines"), edit.EDIT_MIN_SCORE)
 register_reward("sorft_edit_similarity", _edit_reward("similarity"), edit.EDIT_MIN_SCORE)
+def _execution_reward(with_similarity: bool) -> RewardFn:
+    def fn(meta: Mapping[str, Any], response: str) -> RewardResult:
+        # Imported on first use: the execution rewards use the harness, which imports this package.
+        from swe_rl_jax.rewards import execution
+
+        return execution.compute_execution(meta, response, with_similarity)
+    return fn
+
+
+register_reward("tests_pass", _execution_reward(False), swe_rl.SWE_RL_MIN_SCORE)
+register_reward("tests_pass_similarity", _execution_reward(True), swe_rl.SWE_RL_MIN_SCORE)
 for _subtask in localization.SUBTASKS:
     register_reward(f"sorft_{_subtask}", _localization_reward(_subtask),
                     localization.LOCALIZATION_MIN_SCORE)

@@ -25,7 +25,8 @@ from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.records import SPLITS, SUBTASKS, TaskRecord, read_records, read_split_records, records_file
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
-from swe_rl_jax.rewards import RewardPool, score_batch
+from swe_rl_jax.rewards import DEFAULT_TIME_LIMIT_S, RewardPool, score_batch
+from swe_rl_jax.rewards.execution import EXECUTION_REWARDS, ExecutionConfig, prepare_execution
 from swe_rl_jax.rl.config import GRPOConfig, PPOConfig
 from swe_rl_jax.rl.grpo import GRPOTrainer, Prompt, UpdateConfig
 from swe_rl_jax.rl.ppo import PPOTrainer
@@ -79,6 +80,7 @@ class RLConfig:
     split: str = "train"
     subtasks: tuple[str, ...] = ()  # default: every subtask with records
     rewards: dict[str, str] = field(default_factory=dict)  # subtask -> registered reward (default: scoring.py)
+    execution: ExecutionConfig = field(default_factory=ExecutionConfig)  # tests_pass rewards (rewards/execution.py)
     algorithm: Literal["grpo", "ppo"] = "grpo"  # grpo (SWE-RL) | ppo (SoRFT stage 2)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)  # PPO: optimizer.lr is replaced by ppo.actor_lr
@@ -92,6 +94,7 @@ class RLConfig:
     mesh: MeshConfig = field(default_factory=MeshConfig)
     rules: str = "fsdp"
     reward_workers: int = 0  # 0: all cores
+    reward_timeout_s: float = DEFAULT_TIME_LIMIT_S  # per response; execution rewards need tens of seconds
     save_every: int = 10
     stop_after_steps: int = 0  # >0: stop (after a checkpoint) once this invocation ran that many steps
     keep_checkpoints: int = 2
@@ -104,6 +107,7 @@ class RLConfig:
         require(all(s in SUBTASKS for s in self.subtasks), "subtasks", f"each must be one of {SUBTASKS}")
         require(all(s in SUBTASKS for s in self.rewards), "rewards", f"keys must be subtasks {SUBTASKS}")
         require(self.num_steps > 0, "num_steps", "must be > 0")
+        require(self.reward_timeout_s > 0, "reward_timeout_s", "must be > 0")
         require(self.algorithm in ("grpo", "ppo"), "algorithm", f"must be 'grpo' or 'ppo', got {self.algorithm!r}")
         get_rules(self.rules)
 
@@ -142,7 +146,8 @@ def load_prompts(config: RLConfig, tokenizer: Any) -> tuple[list[Prompt], int]:
 
 
 def heldout_evaluator(config: RLConfig, model_config: Any, tokenizer: Any, sampling: SamplingParams,
-                      rewards: Mapping[str, str], pool: Optional[RewardPool]) -> Optional[Callable[[Any], dict]]:
+                      rewards: Mapping[str, str], pool: Optional[RewardPool],
+                      reward_meta: Optional[Mapping[str, Any]] = None) -> Optional[Callable[[Any], dict]]:
     """params -> {"heldout/<metric>": value} over the held-out records (None when disabled or
     when the split has no records of the run's subtasks)."""
     from swe_rl_jax.eval.subtasks import evaluate
@@ -157,16 +162,31 @@ def heldout_evaluator(config: RLConfig, model_config: Any, tokenizer: Any, sampl
 
     def run(params: Any) -> dict[str, float]:
         summary = evaluate(model_config, params, tokenizer, records, eval_sampling, config.heldout.seed,
-                           rewards=rewards, batch_size=len(records), pool=pool).summary["all"]
+                           rewards=rewards, batch_size=len(records), pool=pool,
+                           reward_meta=reward_meta).summary["all"]
         return {f"heldout/{k}": float(v) for k, v in summary.items() if k != "n"}
 
     return run
 
 
-def make_scorer(rewards: Mapping[str, str], pool: Optional[RewardPool]):
+def make_scorer(rewards: Mapping[str, str], pool: Optional[RewardPool], reward_meta: Optional[Mapping[str, Any]] = None):
     def score(payloads: Sequence[TaskRecord], results: Sequence[SampleResult]) -> list[tuple[float, dict]]:
-        return score_batch([reward_task(rec, r.text or "", rewards) for rec, r in zip(payloads, results)], pool=pool)
+        return score_batch([reward_task(rec, r.text or "", rewards, reward_meta) for rec, r in zip(payloads, results)],
+                           pool=pool)
     return score
+
+
+def executable_prompts(config: RLConfig, rewards: Mapping[str, str], prompts: list[Prompt]
+                       ) -> tuple[list[Prompt], dict[str, Any], int]:
+    """When a reward runs tests (an execution reward, or `execution.instances` is set): the
+    prompts whose instances have tests (their environments built), the `execution` metadata for
+    the rewards, and how many prompts were dropped. Otherwise the prompts unchanged, {}, 0."""
+    if not config.execution.instances and not any(rewards.get(rec.subtask) in EXECUTION_REWARDS
+                                                  for _, rec in prompts):
+        return prompts, {}, 0
+    ready = prepare_execution(config.execution, [rec.instance_id for _, rec in prompts])
+    kept = [(ids, rec) for ids, rec in prompts if rec.instance_id in ready]
+    return kept, {"execution": to_dict(config.execution)}, len(prompts) - len(kept)
 
 
 def load_critic_backbone(config: RLConfig, model_config: Any, mesh: Any, rules: Any) -> Any:
@@ -237,14 +257,15 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
                 step=resume_step)
             if "kl_controller" in meta:
                 trainer.kl_controller.load_state_dict(meta["kl_controller"])
+    rewards = {**DEFAULT_REWARDS, **config.rewards}
+    prompts, reward_meta, without_tests = executable_prompts(config, rewards, prompts)
     stream = PromptStream(prompts, config.seed, cursor)
     writer = MetricsWriter(out / "metrics")
-    rewards = {**DEFAULT_REWARDS, **config.rewards}
     history = []
     preemption = PreemptionFlag()
-    with RewardPool(config.reward_workers or None) as pool:
-        score = make_scorer(rewards, pool)
-        heldout = heldout_evaluator(config, model_config, tokenizer, sampling, rewards, pool)
+    with RewardPool(config.reward_workers or None, timeout_s=config.reward_timeout_s) as pool:
+        score = make_scorer(rewards, pool, reward_meta)
+        heldout = heldout_evaluator(config, model_config, tokenizer, sampling, rewards, pool, reward_meta)
         heldout_history = []
         if heldout is not None and position == 0:
             heldout_history.append(heldout(state.params))
@@ -281,6 +302,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     writer.close()
     summary: dict[str, Any] = {"steps": position, "finished": position == config.num_steps,
                                "prompts": len(prompts), "prompts_too_long": too_long,
+                               "prompts_without_tests": without_tests,
                                "reward_first": history[0]["reward_mean"] if history else None,
                                "reward_last": history[-1]["reward_mean"] if history else None}
     if heldout_history:

@@ -1,0 +1,101 @@
+"""The execution rewards on the shipped sample: `tests_pass` is 1 for the oracle edit, 0 for an
+edit that breaks the tests, -1 for malformed answers; results are cached; the mix with the
+similarity reward; and a short GRPO run whose reward runs the tests in the reward pool."""
+import dataclasses
+import glob
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from swe_rl_jax.cli import main as cli
+from swe_rl_jax.data.records import read_records, records_file
+from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
+from swe_rl_jax.rewards import RewardPool, RewardTask, score_batch, swe_rl_reward
+from swe_rl_jax.rewards import execution
+from swe_rl_jax.scoring import reward_task
+from toy_rewards import breaking_answer, whole_file_answer
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("exec")
+    assert cli(["build-data", "--sample", "--out", str(root / "records")]) == 0
+    make_sample_repos(root / "repos")
+    work = Path(tempfile.mkdtemp(prefix="swe-exec-test-"))  # reachable by the sandbox user
+    work.chmod(0o755)
+    config = execution.ExecutionConfig(instances=str(SAMPLE_DIR / "instances.jsonl"), repos=str(root / "repos"),
+                                       specs=str(SAMPLE_DIR / "specs.json"), env_cache=str(root / "envs"),
+                                       work_dir=str(work), timeout_s=30)
+    yield root, config
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _swe_rl_records(root, split):
+    return list(read_records(records_file(root / "records", split, "swe_rl")))
+
+
+def test_tests_pass_scores_oracle_broken_and_malformed(setup, monkeypatch):
+    root, config = setup
+    meta = {"execution": dataclasses.asdict(config)}
+    records = {r.instance_id: r for r in _swe_rl_records(root, "validation")}
+    record = records["quillsoft__configlet-12"]
+    context, oracle = record.context["code_context"], record.ground_truth["oracle_new_content"]
+    tasks = [reward_task(record, answer, {"swe_rl": "tests_pass"}, meta)
+             for answer in (whole_file_answer(context, oracle), breaking_answer(context, oracle), "no answer", "")]
+    results = score_batch(tasks, num_workers=1, timeout_s=60)
+    assert [s for s, _ in results] == [1.0, 0.0, -1.0, -1.0]
+    assert results[0][1]["resolved"] and results[0][1]["passed"] == results[0][1]["total"] == 3
+    assert not results[1][1]["resolved"] and results[2][1]["kind"] == "tag_count"
+    # Cached by (instance, patch): the same edit is not run again.
+    monkeypatch.setattr(execution, "run_tests", lambda *a, **k: pytest.fail("ran the tests again"))
+    assert score_batch(tasks[:2], num_workers=1, timeout_s=60) == results[:2]
+    assert len(glob.glob(str(root / "envs" / "results" / "*" / "*.json"))) >= 2
+
+
+def test_tests_pass_similarity_mixes_both_rewards(setup):
+    root, config = setup
+    record = {r.instance_id: r for r in _swe_rl_records(root, "validation")}["quillsoft__configlet-17"]
+    context, oracle = record.context["code_context"], record.ground_truth["oracle_new_content"]
+    meta = {"execution": {**dataclasses.asdict(config), "tests_weight": 0.25}}
+    broken = breaking_answer(context, oracle)
+    tasks = [reward_task(record, answer, {"swe_rl": "tests_pass_similarity"}, meta)
+             for answer in (whole_file_answer(context, oracle), broken, "<think>x</think>")]
+    scores = [s for s, _ in score_batch(tasks, num_workers=1, timeout_s=60)]
+    similarity, _ = swe_rl_reward(context, oracle, broken)  # the independent SWE-RL reward
+    assert scores[0] == pytest.approx(1.0)
+    assert scores[1] == pytest.approx(0.75 * similarity) and 0.0 < scores[1] < 0.75
+    assert scores[2] == -1.0
+
+
+def test_setup_problems_are_internal_errors_not_scores(setup):
+    root, config = setup
+    record = _swe_rl_records(root, "validation")[0]
+    answer = whole_file_answer(record.context["code_context"], record.ground_truth["oracle_new_content"])
+    meta = {"execution": {**dataclasses.asdict(config), "repos": str(root / "nowhere")}}
+    score, info = score_batch([reward_task(record, answer, {"swe_rl": "tests_pass"}, meta)], num_workers=1)[0]
+    assert score == -1.0 and info["kind"] == "internal_error" and "no clone of" in info["reason"]
+
+
+def test_grpo_with_the_execution_reward(setup, tiny_llama):
+    """A GRPO step on the sample's SWE-RL train prompts; every response is scored by the real
+    tests_pass reward in a pool worker (through toy_rewards.oracle_or_broken_tests_pass, since a
+    random tiny model never writes a well-formed answer)."""
+    root, config = setup
+    out = root / "rl"
+    args = ["rl", f"records_dir={root / 'records'}", f"out_dir={out}", f"model.checkpoint={tiny_llama}",
+            "model.tokenizer=smollm2", "subtasks=[swe_rl]",
+            "rewards={swe_rl: 'toy_rewards:oracle_or_broken_tests_pass'}", "grpo.group_size=3",
+            "update.prompts_per_step=2", "update.overlong=none", "sampling.max_new_tokens=6", "num_steps=1",
+            "optimizer.lr=1e-2", "max_prompt_tokens=1400", "reward_workers=2", "reward_timeout_s=60", "progress=false", "save_every=100",
+            "export=false", f"execution.result_cache={root / 'grpo_results'}"]
+    args += [f"execution.{k}={v}" for k, v in dataclasses.asdict(config).items() if v != "" and k != "tests_weight"]
+    assert cli(args) == 0
+    metrics = [json.loads(line) for line in (out / "metrics" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1] and -1.0 <= metrics[0]["reward/swe_rl"] <= 1.0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["prompts_without_tests"] == 2  # the two mined commits of taskq have no tests
+    cached = [json.loads(Path(p).read_text()) for p in glob.glob(str(root / "grpo_results" / "*" / "*.json"))]
+    assert cached and all(c["total"] > 0 and c["error"] is None for c in cached)  # the workers ran the tests
