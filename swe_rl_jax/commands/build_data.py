@@ -43,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="mine this repository's history (repeatable)")
     src.add_argument("--repo-name", help="repository name for a single --git-repo (default: its directory name)")
     src.add_argument("--sample", action="store_true", help="build the shipped sample in data/sample/")
+    src.add_argument("--sample-repos", metavar="DIR",
+                     help="with --sample: create its repositories in DIR and keep them (default: a temporary directory)")
     src.add_argument("--synthesized", action="store_true",
                      help="with --sample: add its synthesized tasks (data/sample/synth/, docs/SYNTH.md)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -133,14 +135,16 @@ def main(argv: list[str]) -> int:
         print("error: --sample builds the shipped sample on its own; "
               "it takes no --instances, --repos or --git-repo", file=sys.stderr)
         return 2
-    if args.synthesized and not args.sample:
-        print("error: --synthesized adds the sample's synthesized tasks: it needs --sample", file=sys.stderr)
+    if (args.synthesized or args.sample_repos) and not args.sample:
+        print("error: --synthesized and --sample-repos go with --sample", file=sys.stderr)
         return 2
     if args.repo_name and len(args.git_repo) != 1:
         print("error: --repo-name needs exactly one --git-repo", file=sys.stderr)
         return 2
     try:
-        if args.sample:
+        if args.sample and args.sample_repos:
+            summary = run(args, Path(args.sample_repos))
+        elif args.sample:
             with tempfile.TemporaryDirectory(prefix="swe_rl_jax_sample_") as tmp:
                 summary = run(args, Path(tmp))
         else:

@@ -20,11 +20,15 @@ def fenced(lines: Sequence[str]) -> str:
 
 
 def _grouped(entries: Sequence[tuple[str, str]]) -> list[str]:
-    """Each path once, followed by its entries (an empty entry: the path alone)."""
+    """Each path followed by its entries; an empty entry (the module level) is the path on a line of
+    its own, before the path's entries if it has any (the parser closes a section at the next path)."""
     out: list[str] = []
     for path in dict.fromkeys(p for p, _ in entries):
-        out.append(path)
-        out.extend(e for p, e in entries if p == path and e)
+        named = [e for p, e in entries if p == path and e]
+        if len(named) < sum(p == path for p, _ in entries):
+            out.append(path)
+        if named:
+            out += [path, *named]
     return out
 
 

@@ -10,12 +10,13 @@ its repositories back from the sample's own).
 """
 from __future__ import annotations
 
+import collections
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from swe_rl_jax.data.sample import commit_all, run_isolated_git
+from swe_rl_jax.data.sample import run_isolated_git
 
 SYNTH_IDENTITY = "swe_rl_jax synthesize <synthesize@swe-rl-jax.invalid>"
 
@@ -28,43 +29,41 @@ def commit_date(repo: Path, commit: str) -> str:
     return run_isolated_git(repo, "show", "-s", "--format=%cI", commit).strip()
 
 
-def commit_buggy_state(repo: Path, original: str, fix_patch: str, instance_id: str, date: str) -> str:
-    """Commits `original` with `fix_patch` reversed, points `refs/synth/<instance_id>` at it and
-    returns its id. The working tree of `repo` is left at that commit."""
-    run_isolated_git(repo, "checkout", "-q", "--detach", original)
-    with tempfile.NamedTemporaryFile("w", suffix=".diff", encoding="utf-8") as handle:
-        handle.write(fix_patch)
-        handle.flush()
-        run_isolated_git(repo, "apply", "-R", "--whitespace=nowarn", handle.name)
-    commit = commit_all(repo, f"Synthesized bug {instance_id}", SYNTH_IDENTITY, date)
-    run_isolated_git(repo, "update-ref", f"refs/synth/{instance_id}", commit)
-    return commit
-
-
-def _head(repo: Path) -> str:
-    """The branch the working tree is on, or its commit when detached."""
-    try:
-        return run_isolated_git(repo, "symbolic-ref", "-q", "--short", "HEAD").strip()
-    except RuntimeError:
-        return run_isolated_git(repo, "rev-parse", "HEAD").strip()
-
-
 def build_buggy_commits(repos: Mapping[str, Path], instances: Iterable[Mapping[str, Any]]) -> list[str]:
     """Commits the buggy state of every instance in its repository (`repos`: name → a clone that
-    holds the original commits); returns the commit ids in instance order. Each clone's working
-    tree goes back to where it was."""
-    heads = {name: _head(path) for name, path in repos.items()}
-    commits = []
-    try:
+    holds the original commits) and points `refs/synth/<instance_id>` at it; returns the commit ids
+    in instance order. Plumbing only (a scratch index per original commit, `apply --cached`,
+    `write-tree`, `commit-tree`): neither the working tree nor the index of a clone changes, and
+    the commit is the one `git commit` would make of the same tree, message, identity and date."""
+    commits, refs = [], collections.defaultdict(list)
+    with tempfile.TemporaryDirectory(prefix="synth-commits-") as scratch:
+        base_index: dict[tuple[str, str], Path] = {}
+        index, patch = Path(scratch) / "work.index", Path(scratch) / "fix.diff"
         for inst in instances:
             repo = repos.get(inst["repo"])
             if repo is None:
                 raise SynthRepoError(f"{inst['instance_id']}: no repository {inst['repo']!r}")
-            commits.append(commit_buggy_state(repo, inst["environment_setup_commit"], inst["patch"],
-                                              inst["instance_id"], inst["created_at"]))
-    finally:
-        for name, path in repos.items():
-            run_isolated_git(path, "checkout", "-q", heads[name])
+            original = inst["environment_setup_commit"]
+            key = (inst["repo"], original)
+            if key not in base_index:
+                base_index[key] = Path(scratch) / f"base-{len(base_index)}.index"
+                run_isolated_git(repo, "read-tree", original, index_file=str(base_index[key]))
+            shutil.copyfile(base_index[key], index)
+            patch.write_text(inst["patch"], encoding="utf-8")
+            try:
+                run_isolated_git(repo, "apply", "--cached", "-R", "--whitespace=nowarn", str(patch),
+                                 index_file=str(index))
+            except RuntimeError as e:
+                raise SynthRepoError(f"{inst['instance_id']}: the fix patch does not reverse onto "
+                                     f"{original[:12]}: {e}") from None
+            tree = run_isolated_git(repo, "write-tree", index_file=str(index)).strip()
+            commit = run_isolated_git(repo, "commit-tree", tree, "-p", original, "-m",
+                                      f"Synthesized bug {inst['instance_id']}", identity=SYNTH_IDENTITY,
+                                      date=inst["created_at"]).strip()
+            refs[repo].append(f"update refs/synth/{inst['instance_id']} {commit}\n")
+            commits.append(commit)
+    for repo, lines in refs.items():
+        run_isolated_git(repo, "update-ref", "--stdin", stdin="".join(lines))
     return commits
 
 
