@@ -198,3 +198,27 @@ def test_build_data_runs_on_the_synthesized_output(synthesized, tmp_path):
     assert summary["tasks_written"]["train"]["file_localization"] == 4
     records = [json.loads(line) for line in (tmp_path / "train" / "file_localization.jsonl").read_text().splitlines()]
     assert all(r["ground_truth"]["items"] == ["calc/ops.py"] for r in records)
+
+
+def test_synthesize_command_rejects_bad_input_with_exit_2(tmp_path, capsys):
+    from swe_rl_jax.cli import main as cli
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    no_tests = init_repo(tmp_path / "no_tests")
+    write_files(no_tests, {"pkg/mod.py": "def f():\n    return 1\n"})
+    commit_all(no_tests, "no tests")
+    cases = [
+        (["--out", str(tmp_path / "o")], "give --repo PATH"),
+        (["--repo", str(tmp_path / "missing"), "--out", str(tmp_path / "o")], "--repo directory not found"),
+        (["--repo", str(plain), "--out", str(tmp_path / "o")], "not a git repository"),
+        (["--repo", str(no_tests), "--out", str(tmp_path / "o")], "no test files"),
+        (["--repo", str(no_tests), "--operators", "binary_op,typo", "--out", str(tmp_path / "o")], "operators"),
+        (["--repo", str(no_tests), "--repo-name", "a/b", "--repo-name", "c/d", "--out", str(tmp_path / "o")],
+         "2 --repo-name for 1 --repo"),
+        (["--sample", "--repo", str(no_tests), "--out", str(tmp_path / "o")], "--sample brings its own"),
+    ]
+    for argv, message in cases:
+        assert cli(["synthesize", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, (argv, err)

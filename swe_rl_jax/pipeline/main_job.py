@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,6 +206,10 @@ def _rate(row: dict[str, Any], level: str) -> str:
     return f"{row[f'{level}_hit']:.3f} [{low:.3f}, {high:.3f}]"
 
 
+def _number(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.3f}"
+
+
 def format_results(table: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, Any]]) -> str:
     levels = [lv for lv in LEVELS if any(f"{lv}_hit" in row for row in table.values())]
     n = {lv: max(row.get(f"{lv}_n", 0) for row in table.values()) for lv in levels}
@@ -213,7 +218,7 @@ def format_results(table: dict[str, dict[str, Any]], comparisons: dict[str, dict
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---|" * (len(head) - 1)]
     for name, row in table.items():
         cells = [name, f"{row['format_correct']:.3f}"] + [_rate(row, lv) for lv in levels] + [
-            f"{row['mean_reward']:.3f}", f"{row['applied']:.3f}", f"{row['resolved']:.3f}"]
+            _number(row["mean_reward"]), _number(row["applied"]), _number(row["resolved"])]
         lines.append("| " + " | ".join(cells) + " |")
     if comparisons:
         lines += ["", "| difference (same records) | file_hit | paired 95% CI |", "|---|---|---|"]

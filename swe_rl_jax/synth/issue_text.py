@@ -103,8 +103,8 @@ def issue_text(failing: Sequence[str], log: str, is_test_file: Callable[[str], b
         return [line for line in lines if not any(path in line for path in source_paths)]
 
     first = failing[0]
-    message = messages.get(first, "")
-    title = f"{_section_title(first)} fails" + (f": {message[:MAX_TITLE_CHARS]}" if message else "")
+    message = "".join(clean([messages.get(first, "")]))[:MAX_TITLE_CHARS]
+    title = f"{_section_title(first)} fails" + (f": {message}" if message else "")
     count = len(failing)
     parts = [title, "", f"{count} test{'s' if count > 1 else ''} of the test suite fail{'' if count > 1 else 's'}:", ""]
     parts += [f"- `{test_id}`" for test_id in failing[:MAX_LISTED]]

@@ -38,6 +38,7 @@ import hashlib
 import json
 import random
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -59,6 +60,7 @@ from swe_rl_jax.synth.repos import build_buggy_commits, clone, commit_date
 REJECT_REASONS = ("syntax_error", "no_change", "duplicate", "no_test_fails", "collection_error", "timeout",
                   "no_test_results", "patch_failed", "checkout_failed", "verify_failed")
 _TEST_FILE_NAMES = ("test_", "_test.py")
+PROGRESS_EVERY = 50  # candidates between progress lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,8 +236,19 @@ def synthesize_repo(source: RepoSource, spec: RepoSpec, out_dir: Path, options: 
                         work_dir=Path(options.harness.work_dir))
         return classify(run, reference)
 
+    done: collections.Counter = collections.Counter()
+    lock = threading.Lock()
+
+    def tracked(cand: Candidate) -> Outcome:
+        outcome = attempt(cand)
+        with lock:
+            done[outcome.reason] += 1
+            if sum(done.values()) % PROGRESS_EVERY == 0:
+                log(f"{source.name}: {sum(done.values())}/{len(candidates)} tried, {done['kept']} kept")
+        return outcome
+
     with concurrent.futures.ThreadPoolExecutor(options.harness.workers) as pool:
-        outcomes = list(pool.map(attempt, candidates))
+        outcomes = list(pool.map(tracked, candidates))
     date = commit_date(repo.path, original)
     instances = []
     for cand, outcome in zip(candidates, outcomes):
