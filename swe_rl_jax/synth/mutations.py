@@ -17,9 +17,8 @@ its exact bytes and the fix patch is as small as the bug.
 | `swap_arguments` | calls with two or more positional arguments | the first two swapped |
 
 Positions: `ast` gives UTF-8 byte columns, so edits are applied to the encoded file. A mutation
-whose file no longer parses, or parses to the same AST as the original (a no-op such as
-`x[0:]` -> ... that ast normalizes), is dropped by `enumerate_mutations` and counted by the
-caller's report.
+whose file no longer parses, or parses to the same AST as the original (swapping the arguments of
+`max(1, 0x1)`, say), is dropped by `enumerate_mutations` and counted by the caller's report.
 """
 from __future__ import annotations
 
@@ -162,8 +161,8 @@ def _is_docstring(stmt: ast.AST, parent: Optional[ast.AST]) -> bool:
 class _Operators:
     """The operators over one parsed file; each method yields (operator, line, description, edits)."""
 
-    def __init__(self, src: _Source, path: str):
-        self.src, self.path = src, path
+    def __init__(self, src: _Source):
+        self.src = src
 
     def binary_op(self, site: _Site) -> Iterator[tuple[int, str, tuple[Edit, ...]]]:
         node = site.node
@@ -372,7 +371,7 @@ def enumerate_mutations(path: str, source: str, operators: Sequence[str] = OPERA
         return []
     original = _canonical(tree)
     src = _Source(source)
-    ops = _Operators(src, path)
+    ops = _Operators(src)
     out: list[Candidate] = []
     for site in _function_sites(tree):
         for name in operators:

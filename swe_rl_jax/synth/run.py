@@ -59,7 +59,6 @@ from swe_rl_jax.synth.repos import build_buggy_commits, clone, commit_date
 
 REJECT_REASONS = ("syntax_error", "no_change", "duplicate", "no_test_fails", "collection_error", "timeout",
                   "no_test_results", "patch_failed", "checkout_failed", "verify_failed")
-_TEST_FILE_NAMES = ("test_", "_test.py")
 PROGRESS_EVERY = 50  # candidates between progress lines
 
 
@@ -92,7 +91,7 @@ class RepoSource:
 def is_test_file(path: str) -> bool:
     """A test module pytest collects by default: `test_*.py` or `*_test.py`."""
     name = path.rsplit("/", 1)[-1]
-    return name.endswith(".py") and (name.startswith(_TEST_FILE_NAMES[0]) or name.endswith(_TEST_FILE_NAMES[1]))
+    return (name.startswith("test_") and name.endswith(".py")) or name.endswith("_test.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,8 +104,8 @@ class Outcome:
 
 def classify(run: TestRun, reference: Sequence[str]) -> Outcome:
     """What a candidate's test run says about it (see the module docstring)."""
-    if run.error:
-        return Outcome("patch_failed" if run.error == "patch_failed" else run.error)
+    if run.error:  # the TestRun error kinds are rejection reasons of their own
+        return Outcome(run.error)
     if any("::" not in test and status == ERROR for test, status in run.statuses.items()):
         return Outcome("collection_error")
     failed = tuple(t for t in reference if run.statuses.get(t) not in SUCCESS)
