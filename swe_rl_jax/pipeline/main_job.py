@@ -130,6 +130,8 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     table = results_table({**summaries, **baselines})
     for name, row in table.items():
         row.update(resolution_row(resolutions[name]) if name in resolutions else disabled_row())
+        if name in resolutions:
+            row["resolve_n"] = resolutions[name]["evaluate"]["instances"]
     comparisons = compare(per_record)
     results = {"config": to_dict(config), "table": table, "comparisons": comparisons, "summaries": summaries,
                "baselines": {name: outcomes_to_json(items) for name, items in outcomes.items()},
@@ -213,8 +215,9 @@ def _number(value: float) -> str:
 def format_results(table: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, Any]]) -> str:
     levels = [lv for lv in LEVELS if any(f"{lv}_hit" in row for row in table.values())]
     n = {lv: max(row.get(f"{lv}_n", 0) for row in table.values()) for lv in levels}
+    resolve_n = max((row.get("resolve_n", 0) for row in table.values()), default=0)
     head = ["model", "format_correct"] + [f"{lv}_hit [95% CI] (n={n[lv]})" for lv in levels] + [
-        "mean_reward", "applied", "resolved"]
+        "mean_reward"] + [f"{c} (n={resolve_n})" if resolve_n else c for c in ("applied", "resolved")]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---|" * (len(head) - 1)]
     for name, row in table.items():
         cells = [name, f"{row['format_correct']:.3f}"] + [_rate(row, lv) for lv in levels] + [
