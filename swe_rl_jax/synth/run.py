@@ -266,6 +266,9 @@ def synthesize_repo(source: RepoSource, spec: RepoSpec, out_dir: Path, options: 
             "synth": {"operator": m.operator, "path": m.path, "function": m.function, "line": m.line,
                       "description": m.description},
         })
+    # Ids are hashes, so in id order any prefix of a repository's instances is a uniform sample of them
+    # (what an eval's `max_examples` or RL's held-out subset takes), not the bugs of its first file.
+    instances.sort(key=lambda inst: inst["instance_id"])
     target = clone(repo.path, out_dir / "repos" / source.name.replace("/", "__"))
     for inst, commit in zip(instances, build_buggy_commits({source.name: target}, instances)):
         inst["base_commit"] = commit
