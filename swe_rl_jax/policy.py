@@ -1,8 +1,8 @@
 """A policy (model config, params on a mesh, tokenizer) from any supported checkpoint.
 
 `ModelSource` is the config section every recipe (SFT, RL, eval) uses to name its model:
-an HF directory, a `.gguf` file, or a built-in name (`smollm2`). HF directories load tensor by
-tensor straight into their shards; GGUF files are de-quantized on the host first (they are small).
+an HF directory, a `.gguf` file, or a built-in name (`smollm2`). Either format loads tensor by
+tensor straight into its shards (`parallel.load_hf_sharded`).
 """
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
-from swe_rl_jax.checkpoints.gguf import load_gguf
 from swe_rl_jax.models import ModelConfig
 from swe_rl_jax.models.params import Params
-from swe_rl_jax.parallel import Rules, load_hf_sharded, param_shardings
+from swe_rl_jax.parallel import Rules, load_hf_sharded
 from swe_rl_jax.tokenizer import ChatTokenizer, load_tokenizer
 
 DTypeName = Literal["float32", "bfloat16"]
@@ -49,11 +48,7 @@ def jnp_dtype(name: str) -> Any:
 def load_policy(source: ModelSource, mesh: jax.sharding.Mesh, rules: Rules) -> tuple[ModelConfig, Params, ChatTokenizer]:
     path = resolve_checkpoint(source.checkpoint)
     dtype = jnp_dtype(source.param_dtype)
-    if path.suffix == ".gguf" or (path.is_dir() and not (path / "config.json").exists() and list(path.glob("*.gguf"))):
-        config, host = load_gguf(path, dtype=dtype)
-        params = jax.device_put(host, param_shardings(config, mesh, rules))
-    else:
-        config, params = load_hf_sharded(path, mesh, rules, dtype=dtype)
+    config, params = load_hf_sharded(path, mesh, rules, dtype=dtype)
     config = dataclasses.replace(config, dtype=source.dtype, attention_impl=source.attention_impl,
                                  scan_layers=source.scan_layers)
     tokenizer = load_tokenizer(resolve_checkpoint(source.tokenizer) if source.tokenizer else path)

@@ -1,7 +1,8 @@
 """Which reward scores which task record: the one bridge between data records and rewards.
 
 Rejection sampling, RL and evaluation all score a decoded response against a record through
-`reward_task(record, response)`, so a subtask is scored the same way everywhere.
+`reward_task(record, response)`, so a subtask is scored the same way everywhere. The default
+reward of each subtask is in `swe_rl_jax/subtasks.py`.
 """
 from __future__ import annotations
 
@@ -9,20 +10,12 @@ from typing import Any, Mapping
 
 from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.rewards import RewardTask
-
-# subtask -> default reward name (configs may pick another registered reward per subtask)
-DEFAULT_REWARDS: dict[str, str] = {
-    "file_localization": "sorft_file",
-    "function_localization": "sorft_function",
-    "line_localization": "sorft_line",
-    "edit_generation": "sorft_edit",
-    "swe_rl": "swe_rl",
-}
+from swe_rl_jax.subtasks import DEFAULT_REWARDS, subtask
 
 
 def reward_meta(record: TaskRecord) -> dict[str, Any]:
     """The keyword data every built-in reward reads (see rewards/registry.py)."""
-    if record.subtask in ("edit_generation", "swe_rl"):
+    if subtask(record.subtask).answer == "edit":
         return {
             "code_context": record.context["code_context"],
             "oracle_new_content": record.ground_truth["oracle_new_content"],

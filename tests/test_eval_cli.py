@@ -5,10 +5,10 @@ import json
 import pytest
 
 from swe_rl_jax.cli import main as cli
-from swe_rl_jax.commands.eval import EvalConfig, eval_summary, format_table, load_eval_records, outcome_from_json
 from swe_rl_jax.config import ConfigError, load_config
 from swe_rl_jax.data.records import SUBTASKS, read_records, records_file
-from swe_rl_jax.eval.metrics import outcome, summarize
+from swe_rl_jax.eval.metrics import outcome, outcome_from_json, summarize, table
+from swe_rl_jax.eval.run import EvalConfig, load_eval_records
 from swe_rl_jax.rewards import score_task
 from swe_rl_jax.scoring import reward_task
 
@@ -48,7 +48,7 @@ def test_eval_cli_writes_consistent_report(tmp_path, tiny_llama, capsys, n):
         saved = outcome_from_json(r["outcome"])
         assert fresh == saved, r["task_id"]
         outcomes.append(saved)
-    assert report["summary"] == json.loads(json.dumps(eval_summary(outcomes)))
+    assert report["summary"] == json.loads(json.dumps(summarize(outcomes)))
 
     # And by hand, from the saved outcomes.
     s = report["summary"]
@@ -70,7 +70,7 @@ def test_eval_cli_writes_consistent_report(tmp_path, tiny_llama, capsys, n):
     assert sum(s[f"repo/{x}"]["n"] for x in repos) == s["all"]["n"] == len(rows)
 
 
-def test_eval_summary_extra_means_and_table():
+def test_summary_fbeta_and_swe_rl_means_and_table():
     outs = [
         outcome("file_localization", "o/a", 0.8, {"kind": "ok", "tp": 1, "precision": 0.5, "recall": 1.0}),
         outcome("line_localization", "o/a", 0.2, {"kind": "ok", "tp": 1, "precision": 0.1, "recall": 0.5}),
@@ -78,14 +78,12 @@ def test_eval_summary_extra_means_and_table():
         outcome("swe_rl", "o/b", 0.5, {"kind": "ok"}),
         outcome("edit_generation", "o/b", 0.6, {"kind": "ok", "tp": 2, "precision": 1.0, "recall": 0.5}),
     ]
-    s = eval_summary(outs)
-    base = summarize(outs)
-    assert {k: {c: v for c, v in row.items() if c not in ("fbeta", "swe_rl_reward")} for k, row in s.items()} == base
+    s = summarize(outs)
     assert s["repo/o/a"]["fbeta"] == pytest.approx(0.5) and s["repo/o/a"]["swe_rl_reward"] == -1.0
     assert "fbeta" not in s["repo/o/b"] and s["repo/o/b"]["swe_rl_reward"] == 0.5
     assert s["all"]["swe_rl_reward"] == pytest.approx(-0.25) and s["all"]["fbeta"] == pytest.approx(0.5)
     assert "fbeta" not in s["subtask/swe_rl"] and "swe_rl_reward" not in s["subtask/file_localization"]
-    assert format_table(s).count("\n") == len(s)
+    assert table(s).count("\n") == len(s)
 
 
 def test_eval_config_validation():

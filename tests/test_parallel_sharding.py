@@ -63,7 +63,7 @@ def test_every_published_preset_gets_a_valid_fsdp_tp_layout():
 SNIPPET = r"""
 import json, tempfile
 import jax, jax.numpy as jnp, numpy as np
-from swe_rl_jax.checkpoints.hf import load_hf, save_hf
+from swe_rl_jax.checkpoints import load_hf, save_hf
 from swe_rl_jax.models import ModelConfig, forward, init_params
 from swe_rl_jax.models.params import flatten
 from swe_rl_jax.parallel import *

@@ -1,4 +1,4 @@
-"""SWE-RL reward (METHODS.md §2): hand-computed values for every rule, and a differential check
+"""SWE-RL reward (docs/METHODS.md §2): hand-computed values for every rule, and a differential check
 against a small regex-based re-statement of the published definition."""
 import difflib
 import re
@@ -139,7 +139,7 @@ _BLOCK_RE = re.compile(
 
 
 def reference_reward(ctx, oracle, response):
-    """METHODS.md §2 re-stated with a regex and str.replace, for fenced, well-headed blocks."""
+    """docs/METHODS.md §2 re-stated with a regex and str.replace, for fenced, well-headed blocks."""
     if any(response.count(t) != 1 for t in _TAGS):
         return -1.0
     thought = response.split("<think>")[1].split("</think>")[0].strip()

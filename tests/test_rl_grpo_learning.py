@@ -6,7 +6,8 @@ import pytest
 from swe_rl_jax.models import model_config_from_dict
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.rl.config import GRPOConfig
-from swe_rl_jax.rl.grpo import GRPOTrainer, UpdateConfig
+from swe_rl_jax.rl.grpo import GRPOTrainer
+from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.train import OptimizerConfig, create_train_state, make_optimizer
 
@@ -21,9 +22,9 @@ def make_trainer(steps: int, kl_coef: float = 0.0, dynamic: bool = False):
     state, shardings = create_train_state(CONFIG, optimizer, mesh, rules, jax.random.PRNGKey(0))
     grpo = GRPOConfig(group_size=8, kl_coef=kl_coef, loss_agg="token-mean", dynamic_sampling=dynamic,
                       max_refills=1)
-    trainer = GRPOTrainer(CONFIG, state, shardings, optimizer, grpo,
+    trainer = GRPOTrainer(TrainerSetup(CONFIG, shardings, optimizer, mesh, rules, pad_id=0), state, grpo,
                           SamplingParams(max_new_tokens=8, temperature=1.0, eos_ids=()),
-                          UpdateConfig(prompts_per_step=4, overlong="none"), mesh, rules, pad_id=0)
+                          UpdateConfig(prompts_per_step=4, overlong="none"))
     return trainer, state
 
 

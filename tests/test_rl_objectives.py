@@ -40,7 +40,7 @@ def np_kl(lp, lr, est):
 
 def np_policy_loss(logp, old, adv, mask, *, clip_low=0.2, clip_high=0.2, dual=None, agg="token-mean",
                    kl_coef=0.0, est="k3", ref=None, ent=None, ent_coef=0.0, tis=None, sampler=None):
-    """Token loop in float64, written from METHODS.md §4 without looking at the jax code."""
+    """Token loop in float64, written from docs/METHODS.md §4 without looking at the jax code."""
     logp, old, adv, mask = (np.asarray(x, np.float64) for x in (logp, old, adv, mask))
     if adv.ndim == 1:
         adv = np.repeat(adv[:, None], logp.shape[1], axis=1)

@@ -10,7 +10,7 @@ from swe_rl_jax.models import model_config_from_dict
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.rl import AdaptiveKLController, gae, kl_penalty, masked_whiten, ppo_token_rewards
 from swe_rl_jax.rl.config import PPOConfig
-from swe_rl_jax.rl.grpo import UpdateConfig
+from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
 from swe_rl_jax.rl.ppo import PPOTrainer, explained_variance, ppo_advantages
 from swe_rl_jax.rl.value import Critic, create_critic_state
 from swe_rl_jax.sampling import SamplingParams
@@ -31,10 +31,10 @@ def make_trainer(mode="separate", steps=10, advantage_sign=1.0, update=None, **p
     critic_state, critic_sh = create_critic_state(CONFIG, critic_opt, mesh, rules, jax.random.PRNGKey(1), mode,
                                                   backbone=state.params)
     critic = Critic(CONFIG, critic_sh, critic_opt, mesh, rules, value_clip=ppo.value_clip, loss_agg=ppo.loss_agg)
-    trainer = PPOTrainer(CONFIG, state, shardings, actor_opt, critic, ppo,
+    trainer = PPOTrainer(TrainerSetup(CONFIG, shardings, actor_opt, mesh, rules, pad_id=0), state, critic, ppo,
                          SamplingParams(max_new_tokens=8, temperature=1.0, eos_ids=()),
                          update or UpdateConfig(prompts_per_step=8, overlong="none", ppo_epochs=1, minibatches=2),
-                         mesh, rules, pad_id=0, advantage_sign=advantage_sign)
+                         advantage_sign=advantage_sign)
     return trainer, state, critic_state
 
 

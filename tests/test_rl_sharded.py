@@ -8,7 +8,8 @@ import json, jax, numpy as np
 from swe_rl_jax.models import model_config_from_dict
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.rl.config import GRPOConfig
-from swe_rl_jax.rl.grpo import GRPOTrainer, UpdateConfig
+from swe_rl_jax.rl.grpo import GRPOTrainer
+from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.train import OptimizerConfig, create_train_state, make_optimizer
 
@@ -18,9 +19,10 @@ def one_step(devices, preset):
     mesh, rules = make_mesh(MeshConfig(fsdp=len(devices)), devices), get_rules(preset)
     opt = make_optimizer(OptimizerConfig(lr=1e-2, total_steps=2, schedule="constant"))
     state, sh = create_train_state(cfg, opt, mesh, rules, jax.random.PRNGKey(0))
-    trainer = GRPOTrainer(cfg, state, sh, opt, GRPOConfig(group_size=2, kl_coef=0.04),
+    trainer = GRPOTrainer(TrainerSetup(cfg, sh, opt, mesh, rules, pad_id=0), state,
+                          GRPOConfig(group_size=2, kl_coef=0.04),
                           SamplingParams(max_new_tokens=6, temperature=1.0, eos_ids=()),
-                          UpdateConfig(prompts_per_step=8, overlong="none", micro_batches=2), mesh, rules, pad_id=0)
+                          UpdateConfig(prompts_per_step=8, overlong="none", micro_batches=2))
     tokens = []
     def score(payloads, results):
         tokens.extend(r.token_ids.tolist() for r in results)

@@ -49,7 +49,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
-from swe_rl_jax.checkpoints.hf import load_hf  # noqa: E402
+from swe_rl_jax.checkpoints import load_hf  # noqa: E402
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh  # noqa: E402
 from swe_rl_jax.train import (  # noqa: E402
     OptimizerConfig, batch_shardings, create_train_state, make_optimizer, make_sft_loss, make_train_step,

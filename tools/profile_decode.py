@@ -18,11 +18,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import glob
-import gzip
-import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -30,31 +26,6 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-_HLO_LINE = re.compile(r"^\s*(?:ROOT )?%?([\w.-]+) = (\S+) .*?op_name=\"([^\"]*)\"", re.M)
-
-
-def op_sources(hlo_text: str) -> dict[str, str]:
-    """HLO instruction name -> "jax op  output shape" (the jit and loop prefixes dropped)."""
-    sources = {}
-    for name, shape, op_name in _HLO_LINE.findall(hlo_text):
-        op = re.sub(r"^jit\([^)]*\)/", "", op_name).replace("while/body/", "")
-        sources[name] = f"{op}  {re.sub(r'{[^}]*}', '', shape)}"
-    return sources
-
-
-def traced_op_times(trace_dir: str) -> tuple[collections.Counter, collections.Counter]:
-    """(total microseconds, run count) per HLO instruction name in a perfetto trace."""
-    path = glob.glob(os.path.join(trace_dir, "**", "*.trace.json.gz"), recursive=True)[0]
-    with gzip.open(path) as f:
-        trace = json.load(f)
-    micros, counts = collections.Counter(), collections.Counter()
-    for event in trace["traceEvents"] if isinstance(trace, dict) else trace:
-        if event.get("ph") == "X" and "hlo_op" in event.get("args", {}):
-            micros[event["args"]["hlo_op"]] += event.get("dur", 0)
-            counts[event["args"]["hlo_op"]] += 1
-    return micros, counts
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from bench_sampling import prompts
+    from profiling import op_sources, traced_op_times
     from swe_rl_jax.checkpoints import load_hf
     from swe_rl_jax.sampling import Buckets, Engine, SamplingParams
     from swe_rl_jax.tokenizer import load_tokenizer, smollm2_gguf_path

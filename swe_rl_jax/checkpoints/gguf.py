@@ -1,4 +1,5 @@
-"""GGUF import for Llama-architecture files (SmolLM2 ships this way), through the `gguf` package.
+"""GGUF import for Llama-architecture files (SmolLM2 ships this way), through the `gguf` package:
+the config and the tensors of a file (`checkpoints/loader.py` assembles the params).
 
 Tensors are de-quantized with `gguf.quants.dequantize` (the same routine `transformers` uses) and
 renamed to HF names, then go through the same table and checks as a safetensors import. llama.cpp
@@ -9,14 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-import jax.numpy as jnp
 import numpy as np
 
-from swe_rl_jax.checkpoints.hf import assemble_params
 from swe_rl_jax.checkpoints.hf_config import CheckpointError, config_from_hf
 from swe_rl_jax.checkpoints.mapping import TensorEntry, tensor_table
 from swe_rl_jax.models.config import ModelConfig
-from swe_rl_jax.models.params import Params
 
 _LAYER_NAMES = {
     "attn_norm": "input_layernorm.weight",
@@ -133,8 +131,8 @@ def _iter_tensors(path: Path, reader: Any, config: ModelConfig) -> Iterator[tupl
         raise CheckpointError(f"{path}: missing tensor {missing[0]} ({len(missing)} missing in all)")
 
 
-def load_gguf(path: str | Path, dtype: Any = jnp.float32) -> tuple[ModelConfig, Params]:
-    """Imports a Llama-architecture GGUF file (or a directory holding exactly one)."""
+def read_gguf(path: str | Path) -> tuple[ModelConfig, Iterator[tuple[TensorEntry, np.ndarray]]]:
+    """(config, lazy tensor stream) of a Llama-architecture GGUF file (or a directory holding exactly one)."""
     path, reader = _open(Path(path))
     config = gguf_config(path, reader)
-    return config, assemble_params(config, _iter_tensors(path, reader, config), dtype)
+    return config, _iter_tensors(path, reader, config)

@@ -1,4 +1,5 @@
-"""Hugging Face safetensors checkpoints: import into the params pytree, export back out.
+"""Hugging Face safetensors checkpoints: the tensors of a directory for import (`checkpoints/loader.py`
+decides HF or GGUF and assembles the params), and export back out.
 
 Import reads `config.json` (old or new RoPE form) and `model.safetensors` or the shards listed in
 `model.safetensors.index.json`, one tensor at a time, checking every name and shape against the
@@ -10,11 +11,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Iterator
 
 import jax
 import jax.numpy as jnp
-import ml_dtypes
 import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
@@ -22,13 +22,12 @@ from safetensors.numpy import save_file
 from swe_rl_jax.checkpoints.hf_config import (
     CheckpointError,
     config_to_hf,
-    load_hf_config,
     read_json,
     write_json,
 )
 from swe_rl_jax.checkpoints.mapping import TensorEntry, tensor_table
 from swe_rl_jax.models.config import ModelConfig
-from swe_rl_jax.models.params import Params, flatten, unflatten
+from swe_rl_jax.models.params import Params, flatten
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -38,9 +37,6 @@ TOKENIZER_FILES = (
 )
 # Tensors a checkpoint may hold that carry no parameters of ours.
 _IGNORABLE_SUFFIXES = ("rotary_emb.inv_freq",)
-
-# A loaded tensor goes through this before it is stacked: (entry, array) -> array.
-TensorHook = Callable[[TensorEntry, np.ndarray], np.ndarray]
 
 
 def _weight_files(path: Path) -> dict[str, Path]:
@@ -103,54 +99,6 @@ def iter_hf_tensors(path: Path, config: ModelConfig) -> Iterator[tuple[TensorEnt
                         f"config.json implies {entry.hf_shape}"
                     )
                 yield entry, entry.to_ours(array)
-
-
-def assemble_params(
-    config: ModelConfig,
-    tensors: Iterator[tuple[TensorEntry, np.ndarray]],
-    dtype: Any,
-    place: Optional[Callable[[str, np.ndarray], Any]] = None,
-) -> Params:
-    """Stacks per-layer tensors into the params pytree.
-
-    `place(path, host_array)` puts a finished leaf where it belongs (default: the default device);
-    a sharded loader passes a function that slices the host array across devices.
-    """
-    np_dtype = np.dtype(ml_dtypes.bfloat16) if jnp.dtype(dtype) == jnp.bfloat16 else np.dtype(dtype)
-    flat_shapes = {}
-    for entry in tensor_table(config):
-        shape = entry.ours_shape if entry.layer is None else (config.num_layers, *entry.ours_shape)
-        flat_shapes[entry.path] = shape
-    buffers: dict[str, np.ndarray] = {}
-    filled: dict[str, int] = {}
-    place = place or (lambda _, a: jnp.asarray(a))
-    out: dict[str, Any] = {}
-    for entry, array in tensors:
-        if entry.layer is None:
-            out[entry.path] = place(entry.path, array.astype(np_dtype))
-            continue
-        buf = buffers.get(entry.path)
-        if buf is None:
-            buf = buffers[entry.path] = np.empty(flat_shapes[entry.path], np_dtype)
-        buf[entry.layer] = array.astype(np_dtype)
-        filled[entry.path] = filled.get(entry.path, 0) + 1
-        if filled[entry.path] == config.num_layers:
-            out[entry.path] = place(entry.path, buffers.pop(entry.path))
-    return unflatten(out)
-
-
-def load_hf(path: str | Path, dtype: Any = jnp.float32) -> tuple[ModelConfig, Params]:
-    """Imports a local HF checkpoint directory (or a .gguf file) into (ModelConfig, params)."""
-    path = Path(path)
-    if path.suffix == ".gguf" or (path.is_dir() and not (path / "config.json").exists() and list(path.glob("*.gguf"))):
-        from swe_rl_jax.checkpoints.gguf import load_gguf
-
-        return load_gguf(path, dtype=dtype)
-    if not path.is_dir():
-        raise CheckpointError(f"checkpoint directory not found: {path}")
-    config = load_hf_config(path)
-    params = assemble_params(config, iter_hf_tensors(path, config), dtype)
-    return config, params
 
 
 def _hf_dtype_name(params: Params) -> str:

@@ -6,24 +6,21 @@
     python -m swe_rl_jax.cli build-data --sample --synthesized --out DIR   # plus its synthesized tasks
 
 Writes OUT/<split>/<subtask>.jsonl and OUT/summary.json, and prints a summary table.
+The run is `swe_rl_jax/data/build.py`.
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from swe_rl_jax.config import ConfigError, from_dict
-from swe_rl_jax.data.builder import build_dataset, format_summary
-from swe_rl_jax.data.mining import mine_history
+from swe_rl_jax.data.build import BuildSources, build_from_sources, build_sample
+from swe_rl_jax.data.builder import format_summary
 from swe_rl_jax.data.options import BuildOptions, MiningOptions
-from swe_rl_jax.data.sample import SAMPLE_DIR, load_manifest, make_sample_repos
-from swe_rl_jax.data.skeleton import SourceFilter
-from swe_rl_jax.data.sources import GitError, GitRepo, Instance, InputError, RepoLocator, load_instances
-from swe_rl_jax.synth.sample import add_sample_synth_commits
+from swe_rl_jax.data.sources import GitError, InputError
 
 # CLI flag → BuildOptions / MiningOptions field; unset flags keep the dataclass defaults.
 _BUILD_FLAGS = ("subtasks", "file_patterns", "include_tests", "context_lines", "skeleton_max_tokens",
@@ -43,10 +40,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="mine this repository's history (repeatable)")
     src.add_argument("--repo-name", help="repository name for a single --git-repo (default: its directory name)")
     src.add_argument("--sample", action="store_true", help="build the shipped sample in data/sample/")
-    src.add_argument("--sample-repos", metavar="DIR",
-                     help="with --sample: create its repositories in DIR and keep them (default: a temporary directory)")
     src.add_argument("--synthesized", action="store_true",
                      help="with --sample: add its synthesized tasks (data/sample/synth/, docs/SYNTH.md)")
+    src.add_argument("--sample-repos", metavar="DIR",
+                     help="with --sample: create its repositories in DIR and keep them (default: a temporary directory)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     b = p.add_argument_group("tasks")
     b.add_argument("--subtasks", type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
@@ -83,47 +80,6 @@ def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
     return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
 
 
-def _mine(paths: list[tuple[Path, str]], mining: MiningOptions, options: BuildOptions):
-    """(instances, repo name → path, per-repository mining statistics)."""
-    source_filter = SourceFilter(options.file_patterns, options.include_tests)
-    instances: list[Instance] = []
-    explicit: dict[str, Path] = {}
-    stats: dict[str, Any] = {}
-    for path, name in paths:
-        try:
-            GitRepo(path)
-        except GitError as e:
-            raise InputError(f"--git-repo {path}: not a git repository ({e})") from None
-        mined, stats[name] = mine_history(path, name, mining, source_filter)
-        instances += mined
-        explicit[name] = path
-    return instances, explicit, stats
-
-
-def run(args: argparse.Namespace, sample_repos: Path | None) -> dict[str, Any]:
-    options = from_dict(BuildOptions, _given(args, _BUILD_FLAGS))
-    mining = from_dict(MiningOptions, _given(args, _MINING_FLAGS))
-    instance_files = [Path(f) for f in args.instances]
-    to_mine = [(Path(p), args.repo_name or Path(p).resolve().name) for p in args.git_repo]
-    repos_dir = Path(args.repos) if args.repos else None
-    if sample_repos is not None:
-        made = make_sample_repos(sample_repos)
-        instance_files = [SAMPLE_DIR / "instances.jsonl"]
-        if args.synthesized:
-            instance_files.append(add_sample_synth_commits(made))
-        to_mine = [(made[spec["repo"]], spec["repo"]) for spec in load_manifest()["repos"] if spec.get("mine")]
-        repos_dir = sample_repos
-    if repos_dir is not None and not repos_dir.is_dir():
-        raise InputError(f"--repos directory not found: {repos_dir}")
-    if instance_files and repos_dir is None:
-        raise InputError("--instances needs --repos DIR (the directory holding the local clones)")
-    instances = [inst for f in instance_files for inst in load_instances(f)]
-    mined, explicit, stats = _mine(to_mine, mining, options)
-    extra = {"mining": stats} if stats else {}
-    return build_dataset(instances + mined, RepoLocator(repos_dir, explicit), options, args.out,
-                         progress=not args.no_progress, extra_summary=extra)
-
-
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
@@ -142,13 +98,15 @@ def main(argv: list[str]) -> int:
         print("error: --repo-name needs exactly one --git-repo", file=sys.stderr)
         return 2
     try:
-        if args.sample and args.sample_repos:
-            summary = run(args, Path(args.sample_repos))
-        elif args.sample:
-            with tempfile.TemporaryDirectory(prefix="swe_rl_jax_sample_") as tmp:
-                summary = run(args, Path(tmp))
+        options = from_dict(BuildOptions, _given(args, _BUILD_FLAGS))
+        mining = from_dict(MiningOptions, _given(args, _MINING_FLAGS))
+        progress = not args.no_progress
+        if args.sample:
+            summary = build_sample(args.out, options, mining, progress, args.synthesized, args.sample_repos or "")
         else:
-            summary = run(args, None)
+            sources = BuildSources(tuple(args.instances), args.repos or "",
+                                   tuple((p, args.repo_name or Path(p).resolve().name) for p in args.git_repo))
+            summary = build_from_sources(sources, options, mining, args.out, progress)
     except (InputError, ConfigError, GitError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

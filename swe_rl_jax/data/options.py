@@ -6,7 +6,7 @@ import re
 from typing import Callable
 
 from swe_rl_jax.config import require
-from swe_rl_jax.data.records import SUBTASKS
+from swe_rl_jax.subtasks import SUBTASKS
 
 TokenCounter = Callable[[str], int]
 
@@ -51,7 +51,6 @@ class BuildOptions:
         for key in ("skeleton_max_tokens", "max_prompt_tokens"):
             require(getattr(self, key) > 0, key, f"must be > 0, got {getattr(self, key)}")
         require(0.0 <= self.val_fraction < 1.0, "val_fraction", f"must be in [0, 1), got {self.val_fraction}")
-
 
 DEFAULT_BOT_PATTERNS = (
     "[bot]", "dependabot", "renovate", "github-actions", "pre-commit-ci", "greenkeeper",

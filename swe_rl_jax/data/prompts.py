@@ -1,5 +1,5 @@
 """Every prompt text of the data builder. Each user prompt states the exact answer format the
-parsers in `swe_rl_jax/rewards/` read (METHODS.md §1 and §3), so a model that follows the prompt
+parsers in `swe_rl_jax/rewards/` read (docs/METHODS.md §1 and §3), so a model that follows the prompt
 is scored on its content and never on a formatting accident.
 """
 from __future__ import annotations

@@ -11,13 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-SUBTASKS = (
-    "file_localization",
-    "function_localization",
-    "line_localization",
-    "edit_generation",
-    "swe_rl",
-)
+from swe_rl_jax.subtasks import SUBTASKS
+
 SPLITS = ("train", "validation")
 
 
@@ -109,3 +104,4 @@ def read_split_records(out_dir: str | Path, split: str, subtasks: Sequence[str] 
             chosen = list(read_records(path))
             records.extend(chosen[:max_examples] if max_examples else chosen)
     return records
+

@@ -47,6 +47,7 @@ import seqio
 import tensorflow as tf
 
 from swe_rl_jax.data import tfds_builder as tb
+from swe_rl_jax.subtasks import SORFT_SUBTASKS, SUBTASKS
 from swe_rl_jax.tokenizer import ChatTokenizer, load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,6 @@ log = logging.getLogger(__name__)
 PREFIX = "swe_rl_jax"
 SFT_MIXTURE = f"{PREFIX}.sorft_sft"
 RL_MIXTURE = f"{PREFIX}.rl"
-SUBTASKS = tb.SUBTASKS
-SORFT_SUBTASKS = tb.SORFT_SUBTASKS
 # Record fields an RL task passes through as scalar strings (JSON for the nested ones).
 RL_STRING_FEATURES = ("task_id", "subtask", "instance_id", "repo", "ground_truth", "candidates", "context", "meta")
 SFT_STRING_FEATURES = ("task_id", "subtask")

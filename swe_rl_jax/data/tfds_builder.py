@@ -46,12 +46,12 @@ from typing import Any, Iterator
 import tensorflow_datasets as tfds
 from etils import epath
 
-from swe_rl_jax.data.records import SPLITS, SUBTASKS, RecordFormatError, iter_jsonl
+from swe_rl_jax.data.records import SPLITS, RecordFormatError, iter_jsonl
+from swe_rl_jax.subtasks import SUBTASKS
 
 log = logging.getLogger(__name__)
 
 DATASET_NAME = "swe_subtasks"
-SORFT_SUBTASKS = tuple(s for s in SUBTASKS if s != "swe_rl")  # the four SoRFT subtasks
 KINDS = ("rl", "sft")
 JSON_FIELDS = ("ground_truth", "candidates", "context", "meta")
 TEXT_FIELDS = ("task_id", "subtask", "instance_id", "repo")

@@ -1,22 +1,28 @@
 """Per-response outcomes and their aggregation into subtask metrics.
 
 Definitions (decisions where the papers are loose):
-- format-correct: the answer parsed into the subtask's format — reward info kind `ok`, or
-  `absent_items` (well-formed but naming things not in the input), or `empty_edit` (blocks that
-  apply but change nothing). A SEARCH block not found in the file is a format error, as in SWE-RL.
+- format-correct: the answer parsed into the subtask's format (`subtasks.Subtask.format_ok_kinds`:
+  reward info kind `ok`; for localization also `absent_items`, well formed but naming things not
+  in the input; for edit generation also `empty_edit`, blocks that apply but change nothing).
+  A SEARCH block not found in the file is a format error, as in SWE-RL.
 - hit (localization, edit): at least one predicted item is in the ground truth (SoRFT's "hit").
 - applied (edit, SWE-RL): the edits parse and apply to the original files.
 - precision / recall / F-beta: of the parsed answer; 0 when nothing parsed.
+- fbeta: mean reward over a group's localization outcomes (their reward is the F-beta);
+  swe_rl_reward: mean reward over its `swe_rl` outcomes. Each is absent when the group has none,
+  so neither mixes reward scales.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
-FORMAT_OK_KINDS = frozenset({"ok", "absent_items", "empty_edit"})
-APPLIED_KINDS = frozenset({"ok", "empty_edit"})
-EDIT_SUBTASKS = ("edit_generation", "swe_rl")
+from swe_rl_jax.subtasks import APPLIED_KINDS, EDIT_SUBTASKS, LOCALIZATION_SUBTASKS, format_ok
+
+TABLE_COLUMNS = ("n", "format_correct", "hit", "precision", "recall", "fbeta", "mean_reward", "swe_rl_reward",
+                 "applied")
 
 
 @dataclass(frozen=True)
@@ -35,41 +41,55 @@ class Outcome:
 def outcome(subtask: str, repo: str, score: float, info: Mapping[str, Any]) -> Outcome:
     kind = str(info.get("kind", "unknown"))
     return Outcome(
-        subtask=subtask, repo=repo, score=float(score), format_ok=kind in FORMAT_OK_KINDS,
+        subtask=subtask, repo=repo, score=float(score), format_ok=format_ok(subtask, kind),
         hit=int(info.get("tp", 0) or 0) >= 1, applied=subtask in EDIT_SUBTASKS and kind in APPLIED_KINDS,
         precision=float(info.get("precision", 0.0) or 0.0), recall=float(info.get("recall", 0.0) or 0.0), kind=kind,
     )
 
 
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def summarize(outcomes: Iterable[Outcome]) -> dict[str, dict[str, float]]:
-    """Means per group: `subtask/<name>`, `repo/<name>`, and `all`."""
+    """Means per group: `subtask/<name>`, `repo/<name>`, and `all` (see the module docstring)."""
     groups: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         for key in (f"subtask/{o.subtask}", f"repo/{o.repo}", "all"):
             groups[key].append(o)
     out = {}
     for key, items in sorted(groups.items()):
-        n = len(items)
-        mean = lambda f: sum(f(o) for o in items) / n  # noqa: E731
-        row = {"n": n, "format_correct": mean(lambda o: o.format_ok), "hit": mean(lambda o: o.hit),
-               "precision": mean(lambda o: o.precision), "recall": mean(lambda o: o.recall),
-               "mean_reward": mean(lambda o: o.score)}
-        if any(o.subtask in EDIT_SUBTASKS for o in items):
-            edits = [o for o in items if o.subtask in EDIT_SUBTASKS]
-            row["applied"] = sum(o.applied for o in edits) / len(edits)
+        row = {"n": len(items), "format_correct": _mean([o.format_ok for o in items]),
+               "hit": _mean([o.hit for o in items]), "precision": _mean([o.precision for o in items]),
+               "recall": _mean([o.recall for o in items]), "mean_reward": _mean([o.score for o in items])}
+        edits = [o.applied for o in items if o.subtask in EDIT_SUBTASKS]
+        if edits:
+            row["applied"] = _mean(edits)
+        localization = [o.score for o in items if o.subtask in LOCALIZATION_SUBTASKS]
+        if localization:
+            row["fbeta"] = _mean(localization)
+        swe_rl = [o.score for o in items if o.subtask == "swe_rl"]
+        if swe_rl:
+            row["swe_rl_reward"] = _mean(swe_rl)
         out[key] = row
     return out
 
 
 def table(summary: Mapping[str, Mapping[str, float]], title: str = "") -> str:
-    cols = ["n", "format_correct", "hit", "precision", "recall", "mean_reward", "applied"]
+    """The summary as a text table, one row per group ("-" where a metric does not apply)."""
+    width = max([36] + [len(k) + 2 for k in summary])
     lines = [title] if title else []
-    lines.append(f"{'group':<36}" + "".join(f"{c:>15}" for c in cols))
+    lines.append(f"{'group':<{width}}" + "".join(f"{c:>15}" for c in TABLE_COLUMNS))
     for key, row in summary.items():
-        cells = [f"{row[c]:>15d}" if c == "n" else (f"{row[c]:>15.3f}" if c in row else f"{'-':>15}") for c in cols]
-        lines.append(f"{key:<36}" + "".join(cells))
+        cells = [f"{row[c]:>15d}" if c == "n" else (f"{row[c]:>15.3f}" if c in row else f"{'-':>15}")
+                 for c in TABLE_COLUMNS]
+        lines.append(f"{key:<{width}}" + "".join(cells))
     return "\n".join(lines)
 
 
 def outcomes_to_json(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
     return [asdict(o) for o in outcomes]
+
+
+def outcome_from_json(data: Mapping[str, Any]) -> Outcome:
+    return Outcome(**{f.name: data[f.name] for f in dataclasses.fields(Outcome)})

@@ -23,7 +23,11 @@ from swe_rl_jax.models.layers import (
 from swe_rl_jax.models.params import Params, param_specs
 
 KVCache = dict[str, jax.Array]  # {"k": [L, B, T, K, hd], "v": [L, B, T, K, hd]}
-RematPolicy = Literal["none", "full", "dots"]
+# Activation checkpointing of the layers: "none" keeps every intermediate for the backward pass;
+# "attention" keeps all but the attention core's [B, heads, S, T] scores and probabilities (the
+# core is recomputed, its inputs and output kept); "dots" keeps only the weight matmuls' outputs;
+# "full" keeps only each layer's input.
+RematPolicy = Literal["none", "attention", "dots", "full"]
 
 
 class ShardingHooks(Protocol):
@@ -109,6 +113,7 @@ def _layer(
     mask: jax.Array | AttentionMask,
     kv: Optional[tuple[jax.Array, jax.Array]],
     cache_index: Optional[jax.Array],
+    remat_attention: bool = False,
 ) -> tuple[jax.Array, Optional[tuple[jax.Array, jax.Array]]]:
     q, k, v = layer_qkv(config, x, lp, cos, sin)
     if kv is not None:
@@ -118,7 +123,10 @@ def _layer(
         v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), start)
         kv = (k_cache, v_cache)
         k, v = k_cache.astype(x.dtype), v_cache.astype(x.dtype)
-    return layer_output(config, x, lp, attend(config, q, k, v, mask)), kv
+    core = lambda q, k, v, mask: attend(config, q, k, v, mask)  # noqa: E731
+    if remat_attention:
+        core = jax.checkpoint(core)
+    return layer_output(config, x, lp, core(q, k, v, mask)), kv
 
 
 def hidden_states(
@@ -138,7 +146,8 @@ def hidden_states(
     tokens, positions: [B, S] int. kv_mask: [B, T] bool over key slots (T = S without a cache,
     the cache length with one); None means every slot is real. cache_index: the slot where
     `tokens[:, 0]` is written (scalar int), required with a cache. segment_ids: [B, S] int for
-    packed rows without a cache: a query attends only keys of its own segment; 0 is padding.
+    packed rows without a cache: a query attends only keys of its own segment and of a shared
+    prefix (negative id: a GRPO group's prompt, seen by each of its responses); 0 is padding.
     shard: pins the residual stream's and each layer's weights' layouts (training on a mesh).
     config.attention_impl: "dense" expands the mask to [B, S, T]; "chunked" keeps it compact
     (`layers.AttentionMask`) and attends block by block (`layers.chunked_attention`).
@@ -169,10 +178,10 @@ def hidden_states(
         lp, kv = xs
         if shard is not None:  # cast first, so an FSDP gather moves compute-dtype bytes
             lp = {name: shard.weight(w.astype(dtype), layer_axes[name]) for name, w in lp.items()}
-        x, kv = _layer(config, x, lp, cos, sin, mask, kv, offset)
+        x, kv = _layer(config, x, lp, cos, sin, mask, kv, offset, remat_attention=remat == "attention")
         return pin(x, ("batch", "length", "embed")), kv
 
-    if remat != "none":
+    if remat in _REMAT_POLICIES:
         body = jax.checkpoint(body, policy=_REMAT_POLICIES[remat])
 
     kv_in = None if cache is None else (cache["k"], cache["v"])

@@ -107,11 +107,14 @@ def decode_attention(q: jax.Array, k_t: jax.Array, v: jax.Array, kv_mask: jax.Ar
 class AttentionMask(NamedTuple):
     """The attention mask in compact form: query s may attend key t iff
 
-        k_slot[t] <= q_slot[s]  and  kv_mask[b, t]  and  (q_segment[b, s] == k_segment[b, t] != 0)
+        k_slot[t] <= q_slot[s]  and  kv_mask[b, t]  and  k_segment[b, t] != 0  and
+        (q_segment[b, s] == k_segment[b, t]  or  k_segment[b, t] < 0)
 
     q_slot: [S] int cache slots of the queries; k_slot: [T] int slots of the keys; kv_mask: [B, T]
     bool (None: every key is real); q_segment [B, S] / k_segment [B, T]: packed-row segment ids
-    (None: one segment; 0 marks padding). O(B * (S + T)) instead of the dense [B, S, T].
+    (None: one segment; 0 marks padding; a negative id marks a prefix that every later segment of
+    the row sees, e.g. the prompt shared by a GRPO group's responses). O(B * (S + T)) instead of
+    the dense [B, S, T].
     """
 
     q_slot: jax.Array
@@ -127,8 +130,7 @@ class AttentionMask(NamedTuple):
         if self.kv_mask is not None:
             mask = mask & self.kv_mask.astype(bool)[:, None, :]
         if self.q_segment is not None:
-            same = self.q_segment[:, :, None] == self.k_segment[:, None, :]
-            mask = mask & same & (self.k_segment != 0)[:, None, :]
+            mask = mask & _segment_mask(self.q_segment, self.k_segment)
         return mask
 
     def block(self, q: tuple[int, int], k: tuple[int, int]) -> jax.Array:
@@ -141,8 +143,14 @@ class AttentionMask(NamedTuple):
             mask = mask & sl(self.kv_mask.astype(bool), *k, 1)[:, None, :]
         if self.q_segment is not None:
             q_seg, k_seg = sl(self.q_segment, *q, 1), sl(self.k_segment, *k, 1)
-            mask = mask & (q_seg[:, :, None] == k_seg[:, None, :]) & (k_seg != 0)[:, None, :]
+            mask = mask & _segment_mask(q_seg, k_seg)
         return mask
+
+
+def _segment_mask(q_segment: jax.Array, k_segment: jax.Array) -> jax.Array:
+    """[B, Sq, Tk]: key in the query's segment or in a shared prefix (negative id); never padding."""
+    k = k_segment[:, None, :]
+    return ((q_segment[:, :, None] == k) | (k < 0)) & (k != 0)
 
 
 def _pad_axis(x: jax.Array, axis: int, size: int, value: object) -> jax.Array:

@@ -12,8 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from swe_rl_jax.checkpoints.hf import assemble_params, iter_hf_tensors
-from swe_rl_jax.checkpoints.hf_config import load_hf_config
+from swe_rl_jax.checkpoints.loader import load_hf
 from swe_rl_jax.models.config import ModelConfig
 from swe_rl_jax.models.params import Params, flatten, init_params
 from swe_rl_jax.parallel.rules import Rules, param_shardings
@@ -36,12 +35,11 @@ def place_on(sharding: jax.sharding.Sharding, host_array: np.ndarray) -> jax.Arr
 def load_hf_sharded(
     path: str | Path, mesh: jax.sharding.Mesh, rules: Rules, dtype: Any = jnp.float32
 ) -> tuple[ModelConfig, Params]:
-    """`checkpoints.hf.load_hf` onto a mesh: host memory peaks at one stacked tensor, device
-    memory at the device's shards."""
-    path = Path(path)
-    config = load_hf_config(path)
-    shardings = flatten(param_shardings(config, mesh, rules))
-    params = assemble_params(
-        config, iter_hf_tensors(path, config), dtype, place=lambda p, a: place_on(shardings[p], a)
-    )
-    return config, params
+    """`checkpoints.load_hf` (HF directory or GGUF file) onto a mesh: host memory peaks at one
+    stacked tensor, device memory at the device's shards."""
+
+    def place(config: ModelConfig):
+        shardings = flatten(param_shardings(config, mesh, rules))
+        return lambda leaf, array: place_on(shardings[leaf], array)
+
+    return load_hf(path, dtype, place)

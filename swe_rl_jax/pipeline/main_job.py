@@ -1,8 +1,9 @@
 """The main job, one command from issues to a better model (the README's first command).
 
 Stages, each reading the previous stage's output under `out_dir`:
-    records/    build-data on the shipped sample (data/sample) and its synthesized tasks
-                (data/sample/synth, docs/SYNTH.md); repos/ the sample's clones with every base commit
+    records/    the shipped sample's task records and its synthesized tasks (data/sample,
+                data/sample/synth, docs/SYNTH.md; `data.build.build_sample`); repos/ the sample's
+                clones with every base commit
     baselines   a random file and the lexical ranking on the held-out file-localization records
     eval_base/  greedy eval of the starting model on the held-out (validation) split
     sft_data/   SFT examples: the ground-truth answers, or rejection sampling of the teacher's
@@ -28,22 +29,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from swe_rl_jax.commands.eval import EvalConfig, run_eval
-from swe_rl_jax.commands.rejection_sample import RejectionRunConfig, TeacherConfig, run as run_rejection
 from swe_rl_jax.config import require, to_dict
+from swe_rl_jax.data.build import build_sample
+from swe_rl_jax.data.builder import format_summary
 from swe_rl_jax.data.records import SPLITS, read_split_records
 from swe_rl_jax.data.sources import RepoLocator
 from swe_rl_jax.eval.baselines import baseline_outcomes
 from swe_rl_jax.eval.metrics import outcomes_to_json, summarize
+from swe_rl_jax.eval.run import EvalConfig, run_eval
 from swe_rl_jax.eval.stats import paired_difference, wilson_interval
 from swe_rl_jax.pipeline.resolution import ResolutionConfig, disabled_row, resolution_row, resolve_and_evaluate
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.rl.run import RLConfig, run_rl
 from swe_rl_jax.sft.ground_truth import ground_truth_examples
 from swe_rl_jax.sft.rejection import RejectionConfig, write_sft_rows
+from swe_rl_jax.sft.rejection_run import RejectionRunConfig, run_rejection
 from swe_rl_jax.sft.run import SFTConfig, run_sft
+from swe_rl_jax.subtasks import LOCALIZATION_SUBTASKS, subtask
+from swe_rl_jax.teachers.config import TeacherConfig
 
-LEVELS = ("file", "function", "line")
+LEVELS = tuple(subtask(name).level for name in LOCALIZATION_SUBTASKS)  # "file", "function", "line"
 
 
 @dataclass(frozen=True)
@@ -70,16 +75,12 @@ def _stage(name: str) -> float:
 
 
 def run_main(config: MainConfig) -> dict[str, Any]:
-    from swe_rl_jax.cli import main as cli
-
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     records, repos, timings = out / "records", out / "repos", {}
 
     t = _stage("build subtask data from the shipped sample" + (" and its synthesized tasks" * config.synthesized))
-    if cli(["build-data", "--sample", "--sample-repos", str(repos), "--out", str(records)]
-           + ["--synthesized"] * config.synthesized) != 0:
-        raise RuntimeError("build-data failed")
+    print(format_summary(build_sample(records, synthesized=config.synthesized, repos_dir=repos)))
     timings["data"] = time.perf_counter() - t
 
     t = _stage("baselines: a random file, the lexical ranking")
@@ -176,8 +177,8 @@ def results_table(summaries: dict[str, dict[str, dict[str, float]]]) -> dict[str
         overall = summary.get("all", {})
         row: dict[str, Any] = {"format_correct": overall.get("format_correct", 0.0),
                                "mean_reward": overall.get("mean_reward", 0.0)}
-        for level in LEVELS:
-            group = summary.get(f"subtask/{level}_localization")
+        for localization in LOCALIZATION_SUBTASKS:
+            group, level = summary.get(f"subtask/{localization}"), subtask(localization).level
             if group:
                 row[f"{level}_hit"], row[f"{level}_n"] = group["hit"], group["n"]
                 row[f"{level}_hit_ci"] = list(wilson_interval(group["hit"] * group["n"], group["n"]))

@@ -47,6 +47,7 @@ from swe_rl_jax.rewards.parsers import (
 from swe_rl_jax.rewards.registry import (
     GuardedReward,
     RewardSpec,
+    check_reward_names,
     get_reward,
     get_reward_spec,
     register_reward,
@@ -68,7 +69,7 @@ __all__ = [
     "FunctionLocations", "GuardedReward", "LineLocations", "RewardPool", "RewardSpec",
     "RewardTask", "RewardTimeout", "SearchReplaceBlock", "SearchReplaceEdits", "ThinkSolution",
     "WorkerStartError", "after_think", "answer_region", "apply_search_replace", "changed_line_items",
-    "changed_old_lines", "edit_reward", "fbeta", "get_reward", "get_reward_spec", "git_diff",
+    "changed_old_lines", "check_reward_names", "edit_reward", "fbeta", "get_reward", "get_reward_spec", "git_diff",
     "last_fenced_block", "localization_reward", "longest_match", "normalize_item", "normalize_path",
     "normalized_patch", "normalized_patches", "overlap_info", "parse_file_list",
     "parse_function_locations", "parse_line_locations", "parse_search_replace",

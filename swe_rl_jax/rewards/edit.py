@@ -1,4 +1,4 @@
-"""SoRFT code-edit reward (METHODS.md §1; the exact overlap is unpublished, this is our default).
+"""SoRFT code-edit reward (docs/METHODS.md §1; the exact overlap is unpublished, this is our default).
 
 Both modes read the SEARCH/REPLACE blocks after the last `</think>` (all of the text without one)
 and apply them with SWE-RL semantics (line-start anchored, every occurrence) to `code_context`,

@@ -1,4 +1,4 @@
-"""SoRFT localization rewards for the file, function and line subtasks (METHODS.md §1).
+"""SoRFT localization rewards for the file, function and line subtasks (docs/METHODS.md §1).
 
 Items (ground truth, candidates and parsed answers use the same form; all paths go through
 `parsers.normalize_path`):
@@ -10,7 +10,7 @@ Items (ground truth, candidates and parsed answers use the same form; all paths 
 
 Reward: F-beta (β = 3 by default) between the parsed answer set O and the ground-truth set A, and
 exactly 0 when the answer is empty or unparseable, or names any item absent from `candidates` (the
-items shown in the input), as METHODS.md specifies; an answer of only known items is never 0 for
+items shown in the input), as docs/METHODS.md specifies; an answer of only known items is never 0 for
 that reason, however many it lists (precision takes care of that).
 """
 from __future__ import annotations

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from swe_rl_jax.rewards import edit, localization, swe_rl
 from swe_rl_jax.rewards.fbeta import DEFAULT_BETA
@@ -55,6 +55,20 @@ def get_reward_spec(name: str) -> RewardSpec:
 
 def reward_names() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def check_reward_names(rewards: Mapping[str, str], subtasks: Collection[str]) -> None:
+    """Config-load check of a `subtask -> reward name` section: every key a subtask, every name
+    registered (a "module:name" imports its module now). A misspelled name fails here, before
+    any model loads, as a ConfigError naming the key."""
+    from swe_rl_jax.config import require
+
+    for subtask, name in rewards.items():
+        require(subtask in subtasks, "rewards", f"keys must be subtasks {tuple(subtasks)}, got {subtask!r}")
+        try:
+            get_reward_spec(name)
+        except (KeyError, ImportError) as e:
+            require(False, f"rewards.{subtask}", str(e.args[0] if isinstance(e, KeyError) else e))
 
 
 @dataclasses.dataclass(frozen=True)

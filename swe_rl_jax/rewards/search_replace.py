@@ -1,6 +1,6 @@
 """SEARCH/REPLACE blocks: parsing, and applying them to file contents.
 
-Block format (METHODS.md §3): a `### path` header line, then the exact marker lines
+Block format (docs/METHODS.md §3): a `### path` header line, then the exact marker lines
 `<<<<<<< SEARCH`, `=======`, `>>>>>>> REPLACE`; the block may sit in a code fence (with or without a
 language tag, the fence line may come before or after the header). Parsing is one pass over the
 lines with a three-state machine, so nested or repeated markers cost linear time.

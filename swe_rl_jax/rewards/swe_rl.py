@@ -1,4 +1,4 @@
-"""The SWE-RL reward (METHODS.md §2) and its discrete ablation.
+"""The SWE-RL reward (docs/METHODS.md §2) and its discrete ablation.
 
 Reward, in order:
 1. −1 for any format error: a `<think>`/`</think>`/`<solution>`/`</solution>` count ≠ 1 or tags

@@ -1,4 +1,4 @@
-"""RL objectives (METHODS.md §4): GRPO / PPO advantages, KL estimators, policy and value losses.
+"""RL objectives (docs/METHODS.md §4): GRPO / PPO advantages, KL estimators, policy and value losses.
 
 Pure functions over arrays; losses follow the `train.step` contract (micro-batch SUM numerator,
 global-batch denominator). See docs/RL.md.

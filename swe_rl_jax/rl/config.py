@@ -1,6 +1,6 @@
 """Frozen, validated configs of the RL objectives (GRPO for SWE-RL, PPO for SoRFT).
 
-Defaults marked "unpublished" were not given by the papers (METHODS.md §1, §2): they are our
+Defaults marked "unpublished" were not given by the papers (docs/METHODS.md §1, §2): they are our
 choices and only config options. Errors name the offending key (`swe_rl_jax.config.require`).
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _check_policy(cfg: Any) -> None:
 
 @dataclass(frozen=True)
 class GRPOConfig:
-    """SWE-RL GRPO (METHODS.md §2). Paper: 32 problems × 16 rollouts per global batch, one
+    """SWE-RL GRPO (docs/METHODS.md §2). Paper: 32 problems × 16 rollouts per global batch, one
     optimizer step per batch; ε, β_KL and LR unpublished."""
 
     group_size: int = 16                          # rollouts per problem (paper: 16)
@@ -68,7 +68,7 @@ class GRPOConfig:
 
 @dataclass(frozen=True)
 class PPOConfig:
-    """SoRFT rule-based PPO (METHODS.md §1): actor LR 5e-7, critic LR 9e-6, rollout batch 64,
+    """SoRFT rule-based PPO (docs/METHODS.md §1): actor LR 5e-7, critic LR 9e-6, rollout batch 64,
     temperature 1.0 (paper). Everything else unpublished: our defaults (OpenRLHF-like)."""
 
     gamma: float = 1.0

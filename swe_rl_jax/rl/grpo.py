@@ -9,49 +9,26 @@ kept only when the KL coefficient is non-zero.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable
 
 import jax
 import numpy as np
-import optax
 
-from swe_rl_jax.eval.metrics import FORMAT_OK_KINDS
-from swe_rl_jax.models import ModelConfig
-from swe_rl_jax.models.decoder import RematPolicy
-from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.advantages import GroupAccumulator, group_advantages
 from swe_rl_jax.rl.config import GRPOConfig
 from swe_rl_jax.rl.objectives import finalize_metrics
-from swe_rl_jax.rl.policy_update import PolicyUpdater, merge_step_aux
-from swe_rl_jax.rl.rollout import OverlongMode, build_rollout_batch, overlong_penalty
+from swe_rl_jax.rl.policy_update import (Prompt, PolicyUpdater, ScoreFn, TrainerSetup, UpdateConfig, merge_step_aux,
+                                         reward_metrics)
+from swe_rl_jax.rl.rollout import build_group_batch, overlong_penalty
 from swe_rl_jax.sampling import SampleResult, SamplingParams, generate
 from swe_rl_jax.train import TrainState
 
-Prompt = tuple[Sequence[int], Any]  # (token ids, payload handed back to `score`)
-ScoreFn = Callable[[Sequence[Any], Sequence[SampleResult]], Sequence[tuple[float, dict]]]
-
-
-@dataclass(frozen=True)
-class UpdateConfig:
-    prompts_per_step: int = 4
-    ppo_epochs: int = 1  # passes over each rollout batch
-    minibatches: int = 1  # optimizer steps per pass
-    micro_batches: int = 1  # gradient accumulation inside a minibatch
-    loss_chunk: int = 512
-    remat: RematPolicy = "full"  # activation checkpointing of the policy's layers in updates
-    overlong: OverlongMode = "mask"
-    overlong_buffer: int = 64  # tokens before max_new_tokens where the soft penalty starts
-
 
 class GRPOTrainer(PolicyUpdater):
-    def __init__(self, model_config: ModelConfig, state: TrainState, state_shardings: TrainState,
-                 optimizer: optax.GradientTransformation, grpo: GRPOConfig, sampling: SamplingParams,
-                 update: UpdateConfig, mesh: jax.sharding.Mesh, rules: Rules, pad_id: int,
-                 tokenizer: Any = None, learning_rate: Optional[optax.Schedule] = None):
-        super().__init__(model_config, state, state_shardings, optimizer, grpo,
-                         dataclasses.replace(sampling, n=grpo.group_size), update, mesh, rules, pad_id, tokenizer,
-                         learning_rate, keep_reference=grpo.kl_coef > 0)
+    def __init__(self, setup: TrainerSetup, state: TrainState, grpo: GRPOConfig, sampling: SamplingParams,
+                 update: UpdateConfig):
+        super().__init__(setup, state, grpo, dataclasses.replace(sampling, n=grpo.group_size), update,
+                         keep_reference=grpo.kl_coef > 0)
         self.grpo = grpo
 
     def sample_groups(self, state: TrainState, position: int, next_prompts: Callable[[int], list[Prompt]],
@@ -90,10 +67,11 @@ class GRPOTrainer(PolicyUpdater):
         prompts = [item[0][0] for item in items]
         results = [SampleResult(i, r.sample_index, r.token_ids, r.logprobs, r.logprobs_truncated, r.finish_reason, r.text)
                    for i, item in enumerate(items) for r in item[1]]
-        rollout = build_rollout_batch(prompts, results, self.pad_id, self.update.overlong)
+        rollout = build_group_batch(prompts, results, self.pad_id, g, self.row_multiple(), self.update.pack_groups,
+                                    self.update.overlong)
         if self.grpo.dynamic_sampling:  # filler groups (refills ran out) train on nothing
-            rollout.loss_mask *= np.repeat(informative, g)[:, None].astype(np.float32)
-        batch = {**rollout.arrays(), "advantages": adv.advantages.reshape(-1).astype(np.float32)}
+            rollout.loss_mask *= rollout.per_token(np.repeat(informative, g).astype(np.float32))
+        batch = {**rollout.arrays(), "advantages": rollout.per_token(adv.advantages.reshape(-1))}
         metrics = {**counts, "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
                    "response_length": float(rollout.response_lengths.mean()),
                    "truncated_frac": float(rollout.truncated.mean())}
@@ -104,13 +82,8 @@ class GRPOTrainer(PolicyUpdater):
         else:
             state, update_metrics = self._update(state, position, batch)
             metrics.update(update_metrics)
-        infos = [info for item in items for info in item[2]]
-        metrics["format_error_rate"] = float(np.mean([info.get("kind") not in FORMAT_OK_KINDS for info in infos]))
-        components: dict[str, list[float]] = {}
-        for item, row in zip(items, rewards):
-            components.setdefault(_component(item[0][1]), []).extend(row.tolist())
-        for name, values in components.items():
-            metrics[f"reward/{name}"] = float(np.mean(values))
+        metrics.update(reward_metrics([item[0][1] for item in items for _ in range(g)], rewards.reshape(-1),
+                                      [info for item in items for info in item[2]]))
         return state, metrics
 
     def _update(self, state: TrainState, position: int, batch: dict[str, np.ndarray]) -> tuple[TrainState, dict[str, float]]:
@@ -145,8 +118,3 @@ class GRPOTrainer(PolicyUpdater):
         if "lr" in m:
             metrics["lr"] = float(m["lr"])
         return state, metrics
-
-
-def _component(payload: Any) -> str:
-    """Per-component reward logging key: a record's subtask, else 'task'."""
-    return getattr(payload, "subtask", None) or "task"

@@ -1,4 +1,4 @@
-"""Per-token KL estimators and KL-coefficient controllers (METHODS.md §4).
+"""Per-token KL estimators and KL-coefficient controllers (docs/METHODS.md §4).
 
 With `d = logp − logp_ref` (policy minus reference log-prob of the sampled token):
 

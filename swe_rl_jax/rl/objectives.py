@@ -1,4 +1,4 @@
-"""RL losses (METHODS.md §4) in the `train.step` contract: a micro-batch SUM plus a global denominator.
+"""RL losses (docs/METHODS.md §4) in the `train.step` contract: a micro-batch SUM plus a global denominator.
 
 Per-token arrays are [B, T] over loss positions (aligned with `loss_mask`, see
 `rl.advantages`); `mask` > 0 marks response tokens. Every loss here is split into
@@ -42,31 +42,60 @@ def _valid(mask: Any) -> Array:
     return (jnp.asarray(mask) > 0).astype(jnp.float32)
 
 
-def aggregate_numerator(per_token: Any, mask: Any, loss_agg: LossAgg) -> Array:
-    """The micro-batch numerator of `loss_agg` for per-token terms `per_token` [B, T]."""
+def _sequence_ids(segment_ids: Array) -> Array:
+    """[B, T] → flat ids of the (row, segment) sequences, in [0, B·T). The sequences of packed
+    rows are their positive segments; every non-positive id (padding, a shared prompt prefix,
+    which holds no loss token) folds into segment 0."""
+    b, t = segment_ids.shape
+    seg = jnp.clip(jnp.asarray(segment_ids, jnp.int32), 0, t - 1)
+    return jnp.arange(b, dtype=jnp.int32)[:, None] * t + seg
+
+
+def _sequence_sums(x: Array, sequences: Array) -> Array:
+    """Per sequence sums of x [B, T], read back at every token of the sequence: [B, T]."""
+    n = x.size
+    return jax.ops.segment_sum(x.reshape(-1), sequences.reshape(-1), num_segments=n)[sequences]
+
+
+def _num_sequences(m: Array, segment_ids: Optional[Array]) -> Array:
+    """Sequences (rows, or packed rows' segments) holding at least one valid token."""
+    if segment_ids is None:
+        return jnp.sum((jnp.sum(m, axis=-1) > 0).astype(jnp.float32))
+    seq = _sequence_ids(segment_ids).reshape(-1)
+    counts = jax.ops.segment_sum(m.reshape(-1), seq, num_segments=m.size)
+    return jnp.sum((counts > 0).astype(jnp.float32))
+
+
+def aggregate_numerator(per_token: Any, mask: Any, loss_agg: LossAgg, segment_ids: Optional[Any] = None) -> Array:
+    """The micro-batch numerator of `loss_agg` for per-token terms `per_token` [B, T]. A row is
+    a sequence, or with `segment_ids` (packed rows, `rl.rollout`) each positive segment is."""
     _check_agg(loss_agg)
     m = _valid(mask)
     x = jnp.where(m > 0, jnp.asarray(per_token, jnp.float32), 0.0)  # padding garbage never leaks
+    if loss_agg == "seq-mean-token-mean" and segment_ids is not None:
+        lengths = _sequence_sums(m, _sequence_ids(segment_ids))
+        return jnp.sum(x / jnp.maximum(lengths, 1.0))
     row_sums = jnp.sum(x, axis=-1)
     if loss_agg == "seq-mean-token-mean":
         return jnp.sum(row_sums / jnp.maximum(jnp.sum(m, axis=-1), 1.0))
     return jnp.sum(row_sums)
 
 
-def loss_denominator(mask: Any, loss_agg: LossAgg) -> Array:
+def loss_denominator(mask: Any, loss_agg: LossAgg, segment_ids: Optional[Any] = None) -> Array:
     """The denominator of `loss_agg` over the GLOBAL batch `mask` [B, T]: valid tokens for
-    token-mean, rows holding at least one valid token for the seq-mean modes."""
+    token-mean, sequences (rows, or packed segments) holding a valid token for the seq-mean modes."""
     _check_agg(loss_agg)
     m = _valid(mask)
     if loss_agg == "token-mean":
         return jnp.sum(m)
-    return jnp.sum((jnp.sum(m, axis=-1) > 0).astype(jnp.float32))
+    return _num_sequences(m, segment_ids)
 
 
 def make_denominator_fn(loss_agg: LossAgg, mask_key: str = "loss_mask") -> Callable[[Batch], Array]:
-    """`denominator_fn(global_batch)` for `train.step.make_train_step`."""
+    """`denominator_fn(global_batch)` for `train.step.make_train_step` (packed rows: the batch's
+    `segment_ids` delimit the sequences)."""
     _check_agg(loss_agg)
-    return lambda batch: loss_denominator(batch[mask_key], loss_agg)
+    return lambda batch: loss_denominator(batch[mask_key], loss_agg, batch.get("segment_ids"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -99,6 +128,7 @@ def policy_loss_sum(
     logp_ref: Optional[Any] = None,
     logp_sampler: Optional[Any] = None,
     entropy: Optional[Any] = None,
+    segment_ids: Optional[Any] = None,
 ) -> tuple[Array, Aux]:
     """(numerator, aux) of the clipped-surrogate policy loss of one micro-batch.
 
@@ -107,7 +137,8 @@ def policy_loss_sum(
     sampler's own when not recomputed); advantages: [B, T] per token or [B] per sequence
     (broadcast); mask [B, T]; logp_ref [B, T]: frozen reference (needed when kl_coef > 0);
     logp_sampler [B, T]: the sampler's log-probs (needed when tis_cap is set); entropy [B, T]
-    (needed when entropy_coef > 0; reported when given).
+    (needed when entropy_coef > 0; reported when given); segment_ids [B, T]: packed rows, whose
+    positive segments are the sequences of the seq-mean modes and of `num_seqs`.
 
     Per valid token, with ρ = exp(logp − logp_old):
         pg   = −min(ρ·A, clip(ρ, 1 − clip_low, 1 + clip_high)·A)
@@ -175,11 +206,11 @@ def policy_loss_sum(
         if entropy_coef != 0.0:
             per_token = per_token - entropy_coef * ent
 
-    numerator = aggregate_numerator(per_token, m, loss_agg)
+    numerator = aggregate_numerator(per_token, m, loss_agg, segment_ids)
     sg = jax.lax.stop_gradient
     aux.update(
         num_tokens=jnp.sum(m),
-        num_seqs=jnp.sum((jnp.sum(m, axis=-1) > 0).astype(jnp.float32)),
+        num_seqs=_num_sequences(m, segment_ids),
         pg_loss_sum=sg(jnp.sum(pg * m)),
         ratio_sum=sg(jnp.sum(ratio * m)),
         approx_kl_sum=sg(jnp.sum((jnp.expm1(log_ratio) - log_ratio) * m)),
@@ -269,7 +300,7 @@ def make_policy_loss_fn(logprob_fn: LogprobFn, **policy_kwargs: Any) -> Callable
     hidden states through `train.losses.token_logprobs` (use the sampling temperature).
     Micro-batch keys: `loss_mask`, `advantages` ([B, T] or [B]), `logp_old` (absent: on-policy,
     ρ = 1 with the gradient of logp); `logp_ref` and
-    `logp_sampler` when the options need them. policy_kwargs: those of `policy_loss_sum`
+    `logp_sampler` when the options need them; `segment_ids` for packed rows. policy_kwargs: those of `policy_loss_sum`
     (e.g. `**grpo_config.policy_loss_kwargs()`). Pair with
     `make_denominator_fn(policy_kwargs["loss_agg"])`.
     """
@@ -283,7 +314,7 @@ def make_policy_loss_fn(logprob_fn: LogprobFn, **policy_kwargs: Any) -> Callable
         return policy_loss_sum(
             logp, batch.get("logp_old", logp), batch["advantages"], batch["loss_mask"],
             logp_ref=batch.get("logp_ref"), logp_sampler=batch.get("logp_sampler"), entropy=entropy,
-            **policy_kwargs,
+            segment_ids=batch.get("segment_ids"), **policy_kwargs,
         )
 
     return loss_fn

@@ -1,20 +1,81 @@
-"""What GRPO and PPO share: the policy's log-probs at the sampling temperature and the jitted
-actor update, compiled once per rollout width."""
+"""What GRPO and PPO share: the prompt and scoring interface of a step, the update config, the
+trainer setup bundle, the policy's log-probs at the sampling temperature, the jitted actor update
+(compiled once per rollout width), and the reward metrics of a step."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from swe_rl_jax.models import ModelConfig, hidden_states
+from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
-from swe_rl_jax.sampling import SamplingParams
-from swe_rl_jax.train import (TrainState, batch_shardings, make_train_step, merge_aux, next_token_targets,
-                              token_logprobs)
+from swe_rl_jax.rl.rollout import OverlongMode
+from swe_rl_jax.sampling import SampleResult, SamplingParams
+from swe_rl_jax.subtasks import format_ok
+from swe_rl_jax.train import (BudgetedStep, TrainState, batch_shardings, make_train_step, memory_budget_bytes,
+                              merge_aux, next_token_targets, token_logprobs)
+
+Prompt = tuple[Sequence[int], Any]  # (token ids, payload handed back to `score`)
+ScoreFn = Callable[[Sequence[Any], Sequence[SampleResult]], Sequence[tuple[float, dict]]]
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    prompts_per_step: int = 4
+    ppo_epochs: int = 1  # passes over each rollout batch
+    minibatches: int = 1  # optimizer steps per pass
+    micro_batches: int = 1  # gradient accumulation inside a minibatch
+    loss_chunk: int = 512
+    # Activation checkpointing of the policy's layers in updates; "auto": the cheapest policy
+    # (none, attention, dots, full) whose compiled update fits memory_budget_gb.
+    remat: Literal["auto", "none", "attention", "dots", "full"] = "auto"
+    memory_budget_gb: float = 0.0  # 0: 90 % of the device's memory (a quarter of the host's RAM on CPU)
+    pack_groups: bool = True  # GRPO: a group's responses share one copy of their prompt per row
+    overlong: OverlongMode = "mask"
+    overlong_buffer: int = 64  # tokens before max_new_tokens where the soft penalty starts
+
+
+@dataclass(frozen=True)
+class TrainerSetup:
+    """What every RL trainer needs besides its objective and sampling: the policy's architecture,
+    how its train state is sharded and optimized, the mesh, and the tokenizer's pad id."""
+
+    model_config: ModelConfig
+    state_shardings: TrainState
+    optimizer: optax.GradientTransformation
+    mesh: jax.sharding.Mesh
+    rules: Rules
+    pad_id: int
+    tokenizer: Any = None  # decodes responses (stop strings, `SampleResult.text`)
+    learning_rate: Optional[optax.Schedule] = None  # logged as `lr` when given
+
+
+def reward_component(payload: Any) -> str:
+    """Per-component reward logging key: a record's subtask, else 'task'."""
+    return getattr(payload, "subtask", None) or "task"
+
+
+def reward_metrics(payloads: Sequence[Any], rewards: Sequence[float],
+                   infos: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """A step's `format_error_rate` (each response judged by its record's subtask) and mean reward
+    per component, `reward/<subtask>`; one payload, reward and info per response."""
+    metrics = {"format_error_rate": float(np.mean([
+        not format_ok(getattr(p, "subtask", None), str(info.get("kind", "unknown")))
+        for p, info in zip(payloads, infos)]))}
+    components: dict[str, list[float]] = {}
+    for payload, value in zip(payloads, rewards):
+        components.setdefault(reward_component(payload), []).append(float(value))
+    for name, values in components.items():
+        metrics[f"reward/{name}"] = float(np.mean(values))
+    return metrics
 
 
 STEP_SCALARS = ("loss", "grad_norm", "denominator", "finite", "lr")  # a step's own metrics, not loss aux
@@ -29,36 +90,53 @@ class PolicyUpdater:
     """`objective` is a GRPOConfig or PPOConfig: it gives `policy_loss_kwargs()`, `loss_agg` and
     `entropy_coef`. `keep_reference`: copy the initial params as the frozen KL reference."""
 
-    def __init__(self, model_config: ModelConfig, state: TrainState, state_shardings: TrainState,
-                 optimizer: optax.GradientTransformation, objective: Any, sampling: SamplingParams, update: Any,
-                 mesh: jax.sharding.Mesh, rules: Rules, pad_id: int, tokenizer: Any,
-                 learning_rate: Optional[optax.Schedule], keep_reference: bool):
-        self.cfg, self.objective, self.sampling, self.update = model_config, objective, sampling, update
-        self.mesh, self.rules, self.pad_id, self.tokenizer = mesh, rules, pad_id, tokenizer
-        self.state_shardings, self.optimizer, self.learning_rate = state_shardings, optimizer, learning_rate
+    def __init__(self, setup: TrainerSetup, state: TrainState, objective: Any, sampling: SamplingParams,
+                 update: UpdateConfig, keep_reference: bool):
+        self.cfg, self.objective, self.sampling, self.update = setup.model_config, objective, sampling, update
+        self.mesh, self.rules, self.pad_id, self.tokenizer = setup.mesh, setup.rules, setup.pad_id, setup.tokenizer
+        self.state_shardings, self.optimizer = setup.state_shardings, setup.optimizer
+        self.learning_rate = setup.learning_rate
         self.ref_params = jax.tree.map(jnp.copy, state.params) if keep_reference else None
         self._steps: dict[int, Any] = {}
         self._logp = jax.jit(self._logprobs_of)
         self._logp_entropy = jax.jit(functools.partial(self._logprobs_of, with_entropy=True))
-        self.shard_batch = functools.partial(batch_shardings, mesh, rules)
+        self.shard_batch = functools.partial(batch_shardings, self.mesh, self.rules)
 
-    def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False):
-        """Log-probs at the sampling temperature, aligned with RolloutBatch.loss_mask."""
-        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"], remat=self.update.remat)
+    def row_multiple(self) -> int:
+        """What the number of rollout rows should be a multiple of: one share per minibatch,
+        micro-batch and batch shard of the mesh (else a shard would hold a partial row set, or
+        the rows would be replicated over the devices)."""
+        shards = math.prod(self.mesh.shape[axis] for axis in self.rules.get("batch", ()))
+        return self.update.minibatches * self.update.micro_batches * shards
+
+    def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False,
+                     remat: RematPolicy = "none"):
+        """Log-probs at the sampling temperature, aligned with RolloutBatch.loss_mask (packed rows
+        attend by their `segment_ids`). `remat` only matters under a gradient."""
+        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"], remat=remat,
+                                  segment_ids=batch.get("segment_ids"))
         return token_logprobs(self.cfg, params, hidden, next_token_targets(batch["tokens"]),
-                              self.update.loss_chunk, temperature=max(self.sampling.temperature, 1e-6),
+                              self.update.loss_chunk, temperature=self.sampling.logprob_temperature,
                               with_entropy=with_entropy)
 
     def _train_step(self, example: dict[str, Any]) -> Any:
-        """The update step for this rollout width; without `logp_old` in the batch it is the
-        on-policy step, whose own forward pass also reports the entropy."""
+        """The update step for this batch shape; without `logp_old` in the batch it is the
+        on-policy step, whose own forward pass also reports the entropy. With `update.remat:
+        auto` it is compiled on first use under the cheapest remat policy whose compiled peak
+        fits `update.memory_budget_gb` (`BudgetedStep`)."""
         with_entropy = self.objective.entropy_coef > 0 or "logp_old" not in example
-        key = (example["tokens"].shape[1], with_entropy)
+        key = (tuple(sorted((k, v.shape) for k, v in example.items())), with_entropy)
         if key not in self._steps:
-            loss_fn = make_policy_loss_fn(lambda p, b: self._logprobs_of(p, b, with_entropy),
-                                          **self.objective.policy_loss_kwargs())
-            self._steps[key] = make_train_step(
-                loss_fn, self.optimizer, self.state_shardings, self.shard_batch(example),
-                num_micro_batches=self.update.micro_batches,
-                denominator_fn=make_denominator_fn(self.objective.loss_agg), learning_rate=self.learning_rate)
+            def build(remat: RematPolicy) -> Any:
+                loss_fn = make_policy_loss_fn(lambda p, b: self._logprobs_of(p, b, with_entropy, remat),
+                                              **self.objective.policy_loss_kwargs())
+                return make_train_step(
+                    loss_fn, self.optimizer, self.state_shardings, self.shard_batch(example),
+                    num_micro_batches=self.update.micro_batches,
+                    denominator_fn=make_denominator_fn(self.objective.loss_agg), learning_rate=self.learning_rate)
+
+            if self.update.remat == "auto":
+                self._steps[key] = BudgetedStep(build, memory_budget_bytes(self.update.memory_budget_gb))
+            else:
+                self._steps[key] = build(self.update.remat)
         return self._steps[key]

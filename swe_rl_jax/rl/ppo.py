@@ -3,7 +3,7 @@ values → GAE → actor (clipped surrogate) and critic (clipped value loss) upd
 
 Mirrors `rl/grpo.py`: `PPOTrainer.step(state, critic_state, position, next_prompts, score)`
 with `next_prompts(k)` yielding k (prompt ids, payload) pairs and `score(payloads, results)`
-scoring every response on the host. Per rollout batch (METHODS.md §4, docs/RL.md):
+scoring every response on the host. Per rollout batch (docs/METHODS.md §4, docs/RL.md):
 
 1. `prompts_per_step` prompts × `n` responses (n = `sampling.n`, 1 by default) sampled with the
    current policy params; sequence rewards R from `score` (+ the DAPO soft overlong penalty when
@@ -28,17 +28,13 @@ from typing import Any, Callable, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
-from swe_rl_jax.eval.metrics import FORMAT_OK_KINDS
-from swe_rl_jax.models import ModelConfig
-from swe_rl_jax.parallel import Rules
 from swe_rl_jax.rl.advantages import gae, masked_whiten, ppo_token_rewards
 from swe_rl_jax.rl.config import PPOConfig
-from swe_rl_jax.rl.grpo import Prompt, ScoreFn, UpdateConfig, _component
 from swe_rl_jax.rl.kl import kl_penalty
 from swe_rl_jax.rl.objectives import finalize_metrics
-from swe_rl_jax.rl.policy_update import PolicyUpdater, merge_step_aux
+from swe_rl_jax.rl.policy_update import (Prompt, PolicyUpdater, ScoreFn, TrainerSetup, UpdateConfig, merge_step_aux,
+                                         reward_metrics)
 from swe_rl_jax.rl.rollout import build_rollout_batch, overlong_penalty
 from swe_rl_jax.rl.value import Critic
 from swe_rl_jax.sampling import SamplingParams, generate
@@ -76,18 +72,14 @@ def explained_variance(values: np.ndarray, returns: np.ndarray, mask: np.ndarray
 
 
 class PPOTrainer(PolicyUpdater):
-    def __init__(self, model_config: ModelConfig, state: TrainState, state_shardings: TrainState,
-                 optimizer: optax.GradientTransformation, critic: Critic, ppo: PPOConfig, sampling: SamplingParams,
-                 update: UpdateConfig, mesh: jax.sharding.Mesh, rules: Rules, pad_id: int,
-                 tokenizer: Any = None, learning_rate: Optional[optax.Schedule] = None,
-                 advantage_sign: float = 1.0):
-        """`optimizer`/`learning_rate`: the actor's (build it with `ppo.actor_lr`); the critic
-        carries its own. `sampling.n` responses per prompt (PPO default 1). `advantage_sign` is a
-        test hook (−1 flips the advantages fed to the actor)."""
+    def __init__(self, setup: TrainerSetup, state: TrainState, critic: Critic, ppo: PPOConfig,
+                 sampling: SamplingParams, update: UpdateConfig, advantage_sign: float = 1.0):
+        """`setup.optimizer`/`setup.learning_rate`: the actor's (build it with `ppo.actor_lr`); the
+        critic carries its own. `sampling.n` responses per prompt (PPO default 1). `advantage_sign`
+        is a test hook (−1 flips the advantages fed to the actor)."""
         self.use_reward_kl = ppo.kl_mode == "reward" and (ppo.kl_coef > 0 or ppo.adaptive_kl)
         self.use_loss_kl = ppo.kl_mode == "loss" and ppo.kl_coef > 0
-        super().__init__(model_config, state, state_shardings, optimizer, ppo, sampling, update, mesh, rules, pad_id,
-                         tokenizer, learning_rate, keep_reference=self.use_reward_kl or self.use_loss_kl)
+        super().__init__(setup, state, ppo, sampling, update, keep_reference=self.use_reward_kl or self.use_loss_kl)
         self.ppo, self.critic = ppo, critic
         self.advantage_sign = float(advantage_sign)
         self.kl_controller = ppo.kl_controller()
@@ -175,11 +167,6 @@ class PPOTrainer(PolicyUpdater):
             seq_kl = float(kl_tok.sum(axis=1)[seq_has_tokens].mean()) if seq_has_tokens.any() else 0.0
             metrics["kl_seq"] = seq_kl
             self.kl_controller.update(seq_kl, int(seq_has_tokens.sum()))
-        metrics["format_error_rate"] = float(np.mean([info_.get("kind") not in FORMAT_OK_KINDS
-                                                      for _, info_ in info["scored"]]))
-        components: dict[str, list[float]] = {}
-        for r, value in zip(info["results"], rewards):
-            components.setdefault(_component(info["prompts"][r.prompt_index][1]), []).append(float(value))
-        for name, values in components.items():
-            metrics[f"reward/{name}"] = float(np.mean(values))
+        metrics.update(reward_metrics([info["prompts"][r.prompt_index][1] for r in info["results"]], rewards,
+                                      [info_ for _, info_ in info["scored"]]))
         return state, critic_state, metrics

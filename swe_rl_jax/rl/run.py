@@ -22,17 +22,19 @@ from tqdm import tqdm
 
 from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
-from swe_rl_jax.data.records import SPLITS, SUBTASKS, TaskRecord, read_records, read_split_records, records_file
+from swe_rl_jax.data.records import SPLITS, TaskRecord, read_records, read_split_records, records_file
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
-from swe_rl_jax.rewards import DEFAULT_TIME_LIMIT_S, RewardPool, score_batch
+from swe_rl_jax.rewards import DEFAULT_TIME_LIMIT_S, RewardPool, check_reward_names, score_batch
 from swe_rl_jax.rewards.execution import EXECUTION_REWARDS, ExecutionConfig, prepare_execution
 from swe_rl_jax.rl.config import GRPOConfig, PPOConfig
-from swe_rl_jax.rl.grpo import GRPOTrainer, Prompt, UpdateConfig
+from swe_rl_jax.rl.grpo import GRPOTrainer
+from swe_rl_jax.rl.policy_update import Prompt, TrainerSetup, UpdateConfig
 from swe_rl_jax.rl.ppo import PPOTrainer
 from swe_rl_jax.rl.value import CRITIC_MODES, Critic, CriticMode, abstract_critic_state, create_critic_state
 from swe_rl_jax.sampling import SampleResult, SamplingParams
-from swe_rl_jax.scoring import DEFAULT_REWARDS, reward_task
+from swe_rl_jax.scoring import reward_task
+from swe_rl_jax.subtasks import DEFAULT_REWARDS, SUBTASKS
 from swe_rl_jax.train import (Checkpointer, MetricsWriter, OptimizerConfig, PreemptionFlag, abstract_train_state,
                               create_train_state, learning_rate_schedule, make_optimizer)
 from swe_rl_jax.train.loop import check_resumable
@@ -79,7 +81,7 @@ class RLConfig:
     out_dir: str = "outputs/rl"
     split: str = "train"
     subtasks: tuple[str, ...] = ()  # default: every subtask with records
-    rewards: dict[str, str] = field(default_factory=dict)  # subtask -> registered reward (default: scoring.py)
+    rewards: dict[str, str] = field(default_factory=dict)  # subtask -> registered reward (default: subtasks.py)
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)  # tests_pass rewards (rewards/execution.py)
     algorithm: Literal["grpo", "ppo"] = "grpo"  # grpo (SWE-RL) | ppo (SoRFT stage 2)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
@@ -105,7 +107,7 @@ class RLConfig:
     def __post_init__(self) -> None:
         require(self.split in SPLITS, "split", f"must be one of {SPLITS}")
         require(all(s in SUBTASKS for s in self.subtasks), "subtasks", f"each must be one of {SUBTASKS}")
-        require(all(s in SUBTASKS for s in self.rewards), "rewards", f"keys must be subtasks {SUBTASKS}")
+        check_reward_names(self.rewards, SUBTASKS)
         require(self.num_steps > 0, "num_steps", "must be > 0")
         require(self.reward_timeout_s > 0, "reward_timeout_s", "must be > 0")
         require(self.algorithm in ("grpo", "ppo"), "algorithm", f"must be 'grpo' or 'ppo', got {self.algorithm!r}")
@@ -230,13 +232,13 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         critic = Critic(model_config, critic_sh, critic_optimizer, mesh, rules, value_clip=config.ppo.value_clip,
                         loss_agg=config.ppo.loss_agg, micro_batches=config.update.micro_batches,
                         learning_rate=learning_rate_schedule(critic_opt_config))
-        trainer: Any = PPOTrainer(model_config, state, state_sh, optimizer, critic, config.ppo, sampling,
-                                  config.update, mesh, rules, tokenizer.pad_id, tokenizer,
-                                  learning_rate_schedule(opt_config))
+    setup = TrainerSetup(model_config, state_sh, optimizer, mesh, rules, tokenizer.pad_id, tokenizer,
+                         learning_rate_schedule(opt_config))
+    if ppo:
+        trainer: Any = PPOTrainer(setup, state, critic, config.ppo, sampling, config.update)
         critic_checkpointer = Checkpointer(out / "checkpoints_critic", keep=config.keep_checkpoints)
     else:
-        trainer = GRPOTrainer(model_config, state, state_sh, optimizer, config.grpo, sampling, config.update,
-                              mesh, rules, tokenizer.pad_id, tokenizer, learning_rate_schedule(opt_config))
+        trainer = GRPOTrainer(setup, state, config.grpo, sampling, config.update)
     del params
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)

@@ -230,7 +230,7 @@ class Engine:
             prompt_tokens=tokens, prompt_mask=mask, row_of=row_of,
             sample_ids=np.arange(batch, dtype=np.int32),
             eos_ids=np.asarray(list(eos_ids), np.int32).reshape(-1),
-            temperature=np.float32(sp.temperature if not sp.greedy else 1.0),
+            temperature=np.float32(sp.logprob_temperature),
             top_p=np.float32(sp.top_p), max_new_tokens=np.int32(sp.max_new_tokens))
         return request, num_samples
 

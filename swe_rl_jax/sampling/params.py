@@ -49,3 +49,10 @@ class SamplingParams:
     @property
     def uses_top_p(self) -> bool:
         return self.top_p < 1.0
+
+    @property
+    def logprob_temperature(self) -> float:
+        """The temperature of the distribution whose log-probs a rollout reports and the trainer
+        recomputes: the sampling temperature, or 1 (the model's own distribution) for greedy
+        rollouts, where dividing by T = 0 is undefined."""
+        return 1.0 if self.greedy else self.temperature

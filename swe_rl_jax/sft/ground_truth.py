@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from swe_rl_jax.data.records import TaskRecord
-
-LOCALIZATION = ("file_localization", "function_localization", "line_localization")
+from swe_rl_jax.subtasks import LOCALIZATION_SUBTASKS
 
 
 def fenced(lines: Sequence[str]) -> str:
@@ -55,7 +54,7 @@ def ground_truth_examples(records: Iterable[TaskRecord]) -> tuple[list[dict[str,
     other subtasks left out)."""
     rows, skipped = [], 0
     for record in records:
-        if record.subtask not in LOCALIZATION:
+        if record.subtask not in LOCALIZATION_SUBTASKS:
             skipped += 1
             continue
         response = render_localization(record.subtask, record.ground_truth["items"])

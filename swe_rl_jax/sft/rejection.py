@@ -1,6 +1,6 @@
 """Rejection sampling: keep a teacher sample only when its parsed answer passes its subtask's filter.
 
-Filters (METHODS.md §1; decisions where it is silent are marked):
+Filters (docs/METHODS.md §1; decisions where it is silent are marked):
 - localization (file/function/line): the answer parses, names only items shown in the input
   (our decision: a hallucinated path is never trained on, even beside a correct one), and shares
   at least one item with the ground truth;
@@ -22,6 +22,7 @@ from swe_rl_jax.config import require
 from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.rewards import RewardPool, score_batch
 from swe_rl_jax.scoring import reward_task
+from swe_rl_jax.subtasks import subtask as get_subtask
 from swe_rl_jax.teachers.base import Teacher, TeacherRequest
 
 
@@ -49,14 +50,12 @@ class Judged:
 
 
 def passes_filter(subtask: str, score: float, info: dict[str, Any], swe_rl_threshold: float) -> tuple[bool, str]:
-    """The subtask's acceptance rule on a reward outcome (score, info)."""
+    """The subtask's acceptance rule (`subtasks.Subtask.acceptance`) on a reward outcome (score, info)."""
     kind = info.get("kind", "unknown")
-    if subtask == "swe_rl":
-        if kind != "ok":
-            return False, kind
-        return (True, "ok") if score >= swe_rl_threshold else (False, "below_threshold")
     if kind != "ok":
         return False, kind
+    if get_subtask(subtask).acceptance == "threshold":
+        return (True, "ok") if score >= swe_rl_threshold else (False, "below_threshold")
     return (True, "ok") if info.get("tp", 0) >= 1 else (False, "no_overlap")
 
 

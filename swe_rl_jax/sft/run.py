@@ -18,12 +18,13 @@ import numpy as np
 
 from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
-from swe_rl_jax.data.records import SUBTASKS, read_split_records, records_file
+from swe_rl_jax.data.records import read_split_records, records_file
 from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.rules import MeshSharding
 from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
 from swe_rl_jax.sampling import SamplingParams
+from swe_rl_jax.subtasks import SUBTASKS
 from swe_rl_jax.train import (Checkpointer, LoopConfig, MetricsWriter, OptimizerConfig, abstract_train_state,
                               batch_shardings, create_train_state, from_seqio, learning_rate_schedule,
                               make_optimizer, make_sft_loss, make_train_step, resume, train_flops_per_token,

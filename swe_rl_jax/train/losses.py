@@ -37,14 +37,17 @@ def token_logprobs(
     temperature-scaled distribution; None otherwise.
 
     hidden: [B, S, D] final-normed hidden states (`hidden_states(...)[0]`); targets: [B, S]
-    token ids (the token each position predicts). S need not divide by `chunk`. shard: gathers
+    token ids (the token each position predicts). S need not divide by `chunk`: the chunks are
+    evened out to ceil(S / ceil(S / chunk)) positions. shard: gathers
     the output projection once, outside the chunk loop (FSDP), when given.
     chunk <= 0: no chunking and no recomputation; the [B, S, V] float32 logits are kept for the
     backward pass. Faster (one matmul fewer) where they fit: small vocabularies or short rows.
     """
     batch, seq, dim = hidden.shape
     recompute = chunk > 0
-    chunk = min(chunk, seq) if recompute else seq
+    # As many chunks as `chunk` asks for, evened out so that padding adds less than one token per
+    # chunk (896 positions: 2 chunks of 448, not 2 of 512 with 128 padded).
+    chunk = -(-seq // -(-seq // chunk)) if recompute else seq
     pad = -seq % chunk
     if pad:
         hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))

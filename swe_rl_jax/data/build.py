@@ -1,0 +1,83 @@
+"""The `build-data` run: where instances come from (instance files with a directory of clones,
+mined git histories, or the shipped sample) → `builder.build_dataset`.
+
+`build_from_sources` is the whole job behind the command; `build_sample` builds the shipped
+sample (`data/sample/`, optionally with its synthesized tasks) in a directory of clones, as the
+main job's first stage does.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from swe_rl_jax.data.builder import build_dataset
+from swe_rl_jax.data.mining import mine_history
+from swe_rl_jax.data.options import BuildOptions, MiningOptions
+from swe_rl_jax.data.sample import SAMPLE_DIR, load_manifest, make_sample_repos
+from swe_rl_jax.data.skeleton import SourceFilter
+from swe_rl_jax.data.sources import GitError, GitRepo, Instance, InputError, RepoLocator, load_instances
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildSources:
+    """Instance files (with the directory of their clones) and repositories whose history to mine."""
+
+    instances: tuple[str, ...] = ()  # SWE-bench-style instance files
+    repos: str = ""  # directory of clones for `instances`
+    git_repos: tuple[tuple[str, str], ...] = ()  # (path, repository name) to mine
+
+
+def _mine(paths: tuple[tuple[str, str], ...], mining: MiningOptions, options: BuildOptions):
+    """(instances, repo name → path, per-repository mining statistics)."""
+    source_filter = SourceFilter(options.file_patterns, options.include_tests)
+    instances: list[Instance] = []
+    explicit: dict[str, Path] = {}
+    stats: dict[str, Any] = {}
+    for path, name in paths:
+        try:
+            GitRepo(path)
+        except GitError as e:
+            raise InputError(f"--git-repo {path}: not a git repository ({e})") from None
+        mined, stats[name] = mine_history(Path(path), name, mining, source_filter)
+        instances += mined
+        explicit[name] = Path(path)
+    return instances, explicit, stats
+
+
+def build_from_sources(sources: BuildSources, options: BuildOptions, mining: MiningOptions, out_dir: str | Path,
+                       progress: bool = False) -> dict[str, Any]:
+    """Reads and mines every source, builds the records into `out_dir`; returns the summary."""
+    repos_dir = Path(sources.repos) if sources.repos else None
+    if repos_dir is not None and not repos_dir.is_dir():
+        raise InputError(f"--repos directory not found: {repos_dir}")
+    if sources.instances and repos_dir is None:
+        raise InputError("--instances needs --repos DIR (the directory holding the local clones)")
+    instances = [inst for f in sources.instances for inst in load_instances(f)]
+    mined, explicit, stats = _mine(sources.git_repos, mining, options)
+    extra = {"mining": stats} if stats else {}
+    return build_dataset(instances + mined, RepoLocator(repos_dir, explicit), options, out_dir,
+                         progress=progress, extra_summary=extra)
+
+
+def build_sample(out_dir: str | Path, options: BuildOptions = BuildOptions(), mining: MiningOptions = MiningOptions(),
+                 progress: bool = False, synthesized: bool = False, repos_dir: str | Path = "") -> dict[str, Any]:
+    """The shipped sample: its instances plus the histories its manifest marks for mining, and with
+    `synthesized` the tasks synthesized from its repositories (`synth/sample.py`). The repositories
+    are made in `repos_dir` and kept there, or in a temporary directory."""
+    with contextlib.ExitStack() as stack:
+        repos = Path(repos_dir) if repos_dir else Path(stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="swe_rl_jax_sample_")))
+        made = make_sample_repos(repos)
+        instances = [str(SAMPLE_DIR / "instances.jsonl")]
+        if synthesized:
+            from swe_rl_jax.synth.sample import add_sample_synth_commits
+
+            instances.append(str(add_sample_synth_commits(made)))
+        sources = BuildSources(
+            instances=tuple(instances), repos=str(repos),
+            git_repos=tuple((str(made[spec["repo"]]), spec["repo"]) for spec in load_manifest()["repos"]
+                            if spec.get("mine")))
+        return build_from_sources(sources, options, mining, out_dir, progress)
