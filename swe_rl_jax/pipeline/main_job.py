@@ -32,7 +32,7 @@ from typing import Any, Literal
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.build import build_sample
 from swe_rl_jax.data.builder import format_summary
-from swe_rl_jax.data.records import SPLITS, read_split_records
+from swe_rl_jax.data.records import read_split_records
 from swe_rl_jax.data.sources import RepoLocator
 from swe_rl_jax.eval.baselines import baseline_outcomes
 from swe_rl_jax.eval.metrics import outcomes_to_json, summarize
@@ -148,10 +148,12 @@ def run_main(config: MainConfig) -> dict[str, Any]:
 
 
 def write_ground_truth_sft(records: Path, out_dir: Path, subtasks: tuple[str, ...]) -> dict[str, Any]:
-    """SFT examples from the ground truth of every record of `subtasks` (`sft/ground_truth.py`)."""
+    """SFT examples from the ground truth of every training record of `subtasks`
+    (`sft/ground_truth.py`). None for the held-out split: the pipeline evaluates the held-out
+    records itself, and a held-out loss over all of them would cost as much as an eval."""
     report = {}
     out_dir.mkdir(parents=True, exist_ok=True)
-    for split in SPLITS:
+    for split in ("train",):
         rows, skipped = ground_truth_examples(read_split_records(records, split, subtasks))
         report[split] = {"written": write_sft_rows(rows, out_dir, split), "not_localization": skipped}
     (out_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
