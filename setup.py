@@ -5,8 +5,11 @@ from setuptools import find_packages, setup
 # torch is not listed here on purpose: it must be installed first as `torch==2.13.0`
 # (tools/env.sh does that) so pip takes the CPU wheel instead of a CUDA build.
 INSTALL_REQUIRES = [
-    "jax==0.10.2",
+    # [tpu]: libtpu, which also compiles programs for TPU topologies ahead of time on a CPU host
+    # (plan-memory --target v5p-32); CPU-only machines never start its runtime (platforms.py).
+    "jax[tpu]==0.10.2",
     "jaxlib==0.10.2",
+    "libtpu==0.0.42.1",
     "flax==0.12.8",
     "optax==0.2.8",
     "orbax-checkpoint==0.12.8",
@@ -20,6 +23,7 @@ INSTALL_REQUIRES = [
     "safetensors==0.8.0",
     "pyyaml==6.0.3",
     "unidiff==1.0.1",
+    "pyarrow==26.0.1",  # Parquet instance files (also a tensorflow-datasets dependency)
     "tqdm==4.70.1",
     "tensorboardX==2.6.5",
     "matplotlib==3.11.2",

@@ -2,12 +2,17 @@
 
 Each command lives in its own module and exposes `main(argv: list[str]) -> int`; this file only
 dispatches, importing the command's module lazily so that, say, `convert` never imports
-TensorFlow and `--help` is instant.
+TensorFlow and `--help` is instant. It is also the error boundary: bad input is one line and exit
+status 2, any other failure a traceback and exit status 1, both with registered secrets (API keys)
+masked (`swe_rl_jax.redaction`).
 """
 from __future__ import annotations
 
 import importlib
 import sys
+import traceback
+
+from swe_rl_jax.redaction import redact
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -23,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resolve": ("swe_rl_jax.commands.resolve", "Agentless-style inference: localize, repair, filter, vote -> predictions"),
     "evaluate": ("swe_rl_jax.commands.evaluate", "run instances' tests on predicted patches -> %applied, %resolved"),
     "synthesize": ("swe_rl_jax.commands.synthesize", "validated tasks from a repository with tests: injected bugs its tests catch"),
-    "plan-memory": ("swe_rl_jax.commands.plan_memory", "per-device memory of a train step, compiled on fake devices"),
+    "plan-memory": ("swe_rl_jax.commands.plan_memory", "per-chip memory, fit and roofline of a run's programs on CPU or TPU targets"),
 }
 
 
@@ -47,8 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.main(rest) or 0)
     except user_errors() as e:  # bad input: one clear line, no traceback
-        print(f"error: {e}", file=sys.stderr)
+        print(redact(f"error: {e}"), file=sys.stderr)
         return 2
+    except Exception:  # a bug: the traceback, with secrets masked
+        print(redact(traceback.format_exc()), file=sys.stderr, end="")
+        return 1
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -56,10 +64,13 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from swe_rl_jax.checkpoints.hf_config import CheckpointError
     from swe_rl_jax.config import ConfigError
     from swe_rl_jax.data.records import RecordFormatError
+    from swe_rl_jax.data.sources import InputError
+    from swe_rl_jax.teachers.base import TeacherError
     from swe_rl_jax.teachers.jsonl_file import TeacherFileError
     from swe_rl_jax.tokenizer import TokenizerError
 
-    return (ConfigError, CheckpointError, RecordFormatError, TeacherFileError, TokenizerError, FileNotFoundError)
+    return (ConfigError, CheckpointError, RecordFormatError, TeacherFileError, TokenizerError, FileNotFoundError,
+            InputError, TeacherError)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,12 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
+from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.models import ModelConfig
+from swe_rl_jax.models.config import AttentionImpl
 from swe_rl_jax.models.params import Params
 from swe_rl_jax.parallel import Rules, load_hf_sharded
+from swe_rl_jax.parallel.distributed import readable
 from swe_rl_jax.tokenizer import ChatTokenizer, load_tokenizer
 
 DTypeName = Literal["float32", "bfloat16"]
@@ -28,7 +31,8 @@ class ModelSource:
     tokenizer: str = ""  # default: the checkpoint's own tokenizer
     dtype: DTypeName = "float32"  # compute dtype
     param_dtype: DTypeName = "float32"  # master weights
-    attention_impl: Literal["dense", "chunked"] = "dense"  # chunked: flash-style, for long rows
+    # auto: splash on TPU, cudnn on GPU, dense on CPU; chunked: blockwise, any backend (models/attention.py)
+    attention_impl: AttentionImpl = "auto"
     scan_layers: bool = True  # False: unrolled layers (faster decode steps, longer compiles)
 
 
@@ -58,3 +62,13 @@ def load_policy(source: ModelSource, mesh: jax.sharding.Mesh, rules: Rules) -> t
 def tokenizer_source(source: ModelSource) -> Path:
     """What `save_hf(tokenizer_dir=...)` should copy the tokenizer from."""
     return resolve_checkpoint(source.tokenizer or source.checkpoint)
+
+
+def export_policy(directory: Path, config: ModelConfig, params: Params, source: ModelSource) -> str:
+    """Writes `params` as a float32 HF checkpoint with the source's tokenizer and returns the
+    directory. With several processes every process gathers the params (a collective) and
+    process 0 writes."""
+    host_params = readable(params)
+    if jax.process_index() == 0:
+        save_hf(directory, config.replace(dtype="float32"), host_params, tokenizer_dir=tokenizer_source(source))
+    return str(directory)

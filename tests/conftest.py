@@ -8,6 +8,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The suite runs on CPU: never start the TPU runtime that the installed libtpu offers (it logs
+# errors and costs time in every process; child processes inherit this).
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 sys.path.insert(0, str(Path(__file__).parent))
 
 

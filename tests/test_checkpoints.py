@@ -130,6 +130,17 @@ def test_missing_tensor(ckpt):
         load_hf(ckpt)
 
 
+def test_integer_tensor_is_refused_not_truncated(ckpt):
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(str(ckpt / "model.safetensors"))
+    name = "model.layers.0.mlp.up_proj.weight"
+    tensors[name] = (tensors[name] * 100).astype(np.int32)  # casting back to float would load silently
+    save_file(tensors, str(ckpt / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=rf"model\.safetensors: tensor {name} has dtype int32"):
+        load_hf(ckpt)
+
+
 def test_impossible_config_names_key(ckpt):
     cfg = json.loads((ckpt / "config.json").read_text())
     cfg["num_key_value_heads"] = 3

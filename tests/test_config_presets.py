@@ -33,6 +33,25 @@ def test_paper_settings():
     assert (rl.grpo.group_size, rl.update.prompts_per_step, rl.num_steps, rl.update.ppo_epochs) == (16, 32, 1600, 1)
 
 
+# Longest real prompts, Qwen tokens with the chat template (docs/DATA.md, "Prompt lengths"):
+# 27 SWE-bench Lite instances built with the defaults and `--tokenizer qwen`.
+REAL_MAX_PROMPT = {"file_localization": 12268, "function_localization": 9895, "line_localization": 8325,
+                   "edit_generation": 8283, "swe_rl": 12051}
+PAPER_CONTEXT = {"swe_rl_grpo": 16384}  # SWE-RL: 16k
+
+
+def test_paper_presets_hold_the_paper_context_and_real_prompts():
+    from swe_rl_jax.data.options import BuildOptions
+
+    built = BuildOptions().max_prompt_tokens  # no task build-data writes is longer
+    sft = load_config(SFTConfig, CONFIGS / "sorft_sft.yaml")
+    assert sft.inputs_length >= built >= max(REAL_MAX_PROMPT[s] for s in sft.subtasks)
+    for name in ("swe_rl_grpo", "sorft_ppo"):
+        rl = load_config(RLConfig, CONFIGS / f"{name}.yaml")
+        assert rl.max_prompt_tokens >= built >= max(REAL_MAX_PROMPT[s] for s in rl.subtasks), name
+        assert rl.max_prompt_tokens + rl.sampling.max_new_tokens == PAPER_CONTEXT.get(name, 16384), name
+
+
 def test_bad_override_is_named():
     with pytest.raises(ConfigError, match="grpo.group_size"):
         load_config(RLConfig, CONFIGS / "rl_tiny.yaml", ["grpo.group_size=1"])

@@ -7,8 +7,9 @@ import pytest
 
 from swe_rl_jax.commands import build_data
 from swe_rl_jax.data.builder import assign_splits
+from swe_rl_jax.data.options import BuildOptions
 from swe_rl_jax.data.records import SPLITS, SUBTASKS, RecordFormatError, TaskRecord, read_records, records_file
-from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos, run_isolated_git
+from swe_rl_jax.data.sample import SAMPLE_DIR, commit_all, init_repo, make_sample_repos, run_isolated_git, write_files
 from swe_rl_jax.data.sources import load_instances
 
 
@@ -151,3 +152,33 @@ def test_cli_errors(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
     assert build_data.main(args + ["--out", str(tmp_path / "out"), "--no-progress"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_crafted_quoted_path_is_a_counted_skip(tmp_path, capsys):
+    # A git-quoted "path" that is a deeply nested expression: evaluating it as a literal ran out of memory.
+    crafted = '"a/x",' + "-" * 100_000 + '"y"'
+    patch = f"diff --git {crafted} {crafted}\n--- {crafted}\n+++ {crafted}\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    repo = init_repo(tmp_path / "repos" / "r")
+    write_files(repo, {"a.py": "x = 1\n"})
+    commit = commit_all(repo, "base")
+    (tmp_path / "instances.jsonl").write_text(_instance(repo="o/r", base_commit=commit, patch=patch) + "\n")
+    out = tmp_path / "out"
+    assert build_data.main(["--instances", str(tmp_path / "instances.jsonl"), "--repos", str(tmp_path / "repos"),
+                            "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["instances_skipped"] == {"patch_does_not_parse": 1}
+    assert list(out.rglob("*.tmp")) == []
+
+
+def test_failed_build_leaves_no_temporary_files(tmp_path, monkeypatch):
+    from swe_rl_jax.data import builder
+
+    def fails_midway(*args, **kwargs):
+        yield "train", TaskRecord(task_id="t", subtask="file_localization", instance_id="i", repo="o/r",
+                                  messages=[], ground_truth={"items": []}, candidates=[], context={}, meta={})
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(builder, "iter_tasks", fails_midway)
+    with pytest.raises(RuntimeError, match="disk full"):
+        builder.build_dataset([], None, BuildOptions(), tmp_path / "out")
+    assert [p for p in (tmp_path / "out").rglob("*") if p.is_file()] == []

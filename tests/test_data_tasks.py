@@ -318,8 +318,10 @@ def test_truncated_skeleton_keeps_ground_truth(tmp_path):
                            skeleton_max_tokens=200)
     record = records["acme__shapes-1", "file_localization"]
     assert "pkg/m150.py" in record.candidates and len(record.candidates) < 200
-    assert record.meta["skeleton_dropped_files"] == 200 - len(record.candidates)
-    assert stats.events == {"truncated_skeleton": 1}
+    dropped = 200 - len(record.candidates)
+    assert record.meta["skeleton_dropped_files"] == dropped and record.meta["skeleton_dropped_by_kind"] == {
+        "source": dropped}
+    assert stats.events == {"truncated_skeleton": 1, "skeleton_dropped_source_files": dropped}
 
 
 def test_damaged_repository_is_a_counted_skip(tmp_path):

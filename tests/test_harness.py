@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import shutil
+import socket
 import tempfile
 import threading
 from pathlib import Path
@@ -148,10 +149,11 @@ def test_a_hanging_test_is_killed_and_the_run_goes_on(repos, options, open_dir):
     assert left == []  # the whole process group (or PID namespace) is gone
 
 
-_ESCAPE_TESTS = '''import os
+_ESCAPE_TESTS = """import os
 import socket
 
 TARGET = {target!r}
+HOST_PORT = {port}
 
 
 def test_write_outside_the_worktree():
@@ -159,8 +161,12 @@ def test_write_outside_the_worktree():
         f.write("escaped")
 
 
-def test_open_a_connection():
-    socket.create_connection(("192.0.2.1", 80), timeout=3).close()
+def test_reach_a_server_on_the_host():
+    socket.create_connection(("127.0.0.1", HOST_PORT), timeout=3).close()
+
+
+def test_only_a_loopback_device():
+    assert [name for _, name in socket.if_nameindex()] == ["lo"]
 
 
 def test_write_home_and_tmp():
@@ -171,31 +177,39 @@ def test_write_home_and_tmp():
 
 def test_allocate_past_the_memory_limit():
     bytearray(1 << 30)
-'''
+"""
 
 
 @pytest.mark.parametrize("isolation", ["namespaces", "none"])
 def test_isolation_of_writes_network_and_memory(repos, options, tmp_path, isolation):
+    """A test that writes outside its worktree or connects to a server on this machine's loopback
+    (the only address a test here may contact) cannot in namespaces mode; in the documented
+    fallback it can."""
     if isolation == "namespaces" and isolation_mode("auto") != "namespaces":
         pytest.skip("namespaces isolation needs root and util-linux unshare (docs/HARNESS.md)")
     inst = BY_ID["quillsoft__configlet-12"]
     target = tmp_path / "outside" / "escaped.txt"
     target.parent.mkdir()
-    test_patch = git_diff({}, {"tests/test_escape.py": _ESCAPE_TESTS.format(target=str(target))})
-    names = ["test_write_outside_the_worktree", "test_open_a_connection", "test_write_home_and_tmp",
-             "test_allocate_past_the_memory_limit"]
+    server = socket.create_server(("127.0.0.1", 0))
+    test_patch = git_diff({}, {"tests/test_escape.py": _ESCAPE_TESTS.format(target=str(target),
+                                                                            port=server.getsockname()[1])})
+    names = ["test_write_outside_the_worktree", "test_reach_a_server_on_the_host", "test_only_a_loopback_device",
+             "test_write_home_and_tmp", "test_allocate_past_the_memory_limit"]
     probe = dataclasses.replace(inst, instance_id="escape", test_patch=test_patch,
                                 fail_to_pass=tuple(f"tests/test_escape.py::{n}" for n in names), pass_to_pass=())
     limited = dataclasses.replace(options, isolation=isolation, limits=Limits(timeout_s=60, memory_mb=512))
-    _, records = _evaluate([{"instance_id": "escape", "model_patch": inst.patch}], repos, limited, [probe])
+    with server:
+        _, records = _evaluate([{"instance_id": "escape", "model_patch": inst.patch}], repos, limited, [probe])
     statuses = {k.split("::")[1]: v for k, v in records["escape"]["test_statuses"].items()}
     assert statuses["test_write_home_and_tmp"] == "PASSED"
     assert statuses["test_allocate_past_the_memory_limit"] == "FAILED"  # MemoryError under RLIMIT_AS
     if isolation == "namespaces":
         assert statuses["test_write_outside_the_worktree"] == "FAILED" and not target.exists()
-        assert statuses["test_open_a_connection"] == "FAILED"  # no route: only loopback exists
+        assert statuses["test_reach_a_server_on_the_host"] == "FAILED"  # its loopback is not the host's
+        assert statuses["test_only_a_loopback_device"] == "PASSED"
     else:  # the documented fallback: the host is not protected
         assert statuses["test_write_outside_the_worktree"] == "PASSED" and target.read_text() == "escaped"
+        assert statuses["test_reach_a_server_on_the_host"] == "PASSED"
 
 
 def test_environment_is_built_once_under_concurrency(tmp_path, monkeypatch):
@@ -278,3 +292,13 @@ def test_cli(tmp_path, open_dir, options, capsys):
     for argv, message in cases:
         assert evaluate_cmd.main(argv) == 2
         assert message in capsys.readouterr().err
+
+
+def test_isolation_fallback_is_detected(monkeypatch):
+    from swe_rl_jax.config import ConfigError
+    from swe_rl_jax.harness import sandbox
+
+    monkeypatch.setattr(sandbox, "_namespaces_work", lambda: False)  # e.g. not root, no unshare
+    assert sandbox.isolation_mode("auto") == "none" and sandbox.isolation_mode("none") == "none"
+    with pytest.raises(ConfigError, match="namespaces need root"):
+        sandbox.isolation_mode("namespaces")

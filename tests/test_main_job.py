@@ -1,13 +1,15 @@
 """The main job end to end with a tiny preset: every artifact is written and usable."""
 import json
+import math
 
 from swe_rl_jax.cli import main as cli
 from swe_rl_jax.data.records import read_split_records
 
 
-def test_main_job_tiny_end_to_end(tmp_path, tiny_llama):
+def test_main_job_tiny_end_to_end(tmp_path, tiny_llama, monkeypatch):
     from transformers import AutoModelForCausalLM
 
+    monkeypatch.chdir(tmp_path)  # the default config and the shipped sample are found from anywhere
     out = tmp_path / "main"
     assert cli(["main", f"out_dir={out}", f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
                 "sft.num_steps=2", "sft.progress=false", "rl.num_steps=2", "rl.progress=false",
@@ -39,7 +41,10 @@ def test_main_job_tiny_end_to_end(tmp_path, tiny_llama):
     assert results["table"]["lexical"]["file_hit"] > expected
     assert set(results["comparisons"]) == {"sft_rl - base", "sft_rl - sft", "sft_rl - random_file", "sft_rl - lexical"}
     # %Applied / %Resolved: each model's predictions on the 4 held-out instances, tested by the harness
-    for stage, row in results["table"].items():
+    for name in ("random_file", "lexical"):  # the baselines name files; they write no patch
+        assert math.isnan(results["table"][name]["applied"]) and math.isnan(results["table"][name]["resolved"])
+    for stage in ("base", "sft", "sft_rl"):
+        row = results["table"][stage]
         predictions = (out / f"resolve_{stage}" / "predictions.jsonl").read_text().splitlines()
         records = json.loads((out / f"resolve_{stage}" / "report.json").read_text())["records"]
         assert [json.loads(p)["instance_id"] for p in predictions] == [r["instance_id"] for r in records]

@@ -227,3 +227,20 @@ def test_resolve_cli_smoke_tiny_model(sample, tiny_llama, tmp_path, capsys):
     assert json.loads(printed[printed.index("{"):])["instances"] == 1
     trace = json.loads((tmp_path / "preds.trace.jsonl").read_text())
     assert len(trace["responses"]["repair"]) == 2 and trace["files"]
+
+
+@pytest.mark.parametrize("repos, overrides, needle", [
+    ("missing", [], "--repos directory not found"),
+    ("empty", [], "repositories the instances name is under"),
+    ("empty", ["instance_ids=[nope]"], "no instances to resolve"),
+])
+def test_resolve_checks_its_inputs_before_loading_the_model(repos, overrides, needle, tmp_path, capsys):
+    from swe_rl_jax.cli import main as cli
+
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "preds.jsonl"
+    rc = cli(["resolve", "--instances", str(INSTANCES), "--repos", str(tmp_path / repos), "--out", str(out),
+              "model.checkpoint=/no/such/model", *overrides])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "/no/such/model" not in err  # the model was never loaded
+    assert not out.exists()

@@ -4,14 +4,18 @@ The misbehaving rewards below are registered when this module is imported; tasks
 "<this module>:<name>", so pool workers (forkserver/spawn, which do not share our registry)
 import this module and find them.
 """
+import collections
+import json
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
-from swe_rl_jax.rewards import RewardPool, RewardTask, register_reward, score_batch, swe_rl_reward
+from swe_rl_jax.rewards import RewardPool, RewardTask, get_reward, register_reward, score_batch, swe_rl_reward
 from swe_rl_jax.rewards import batch as batch_module
 
 
@@ -31,6 +35,11 @@ def _dies(meta, response):
     os._exit(3)
 
 
+def _where(meta, response):
+    time.sleep(float(meta["sleep_s"]))
+    return 1.0, {"kind": "ok", "pid": os.getpid()}
+
+
 def _explode_in_worker():
     if multiprocessing.parent_process() is not None:
         raise RuntimeError("cannot be rebuilt here")
@@ -47,7 +56,8 @@ class Bomb:
 register_reward("test_sleepy", _sleepy, min_score=-1.0)
 register_reward("test_deaf", _deaf, min_score=-1.0)
 register_reward("test_dies", _dies, min_score=0.0)
-SLEEPY, DEAF, DIES = (f"{__name__}:test_{n}" for n in ("sleepy", "deaf", "dies"))
+register_reward("test_where", _where, min_score=0.0)
+SLEEPY, DEAF, DIES, WHERE = (f"{__name__}:test_{n}" for n in ("sleepy", "deaf", "dies", "where"))
 
 CTX = {"a.py": "".join(f"v{i} = {i}\n" for i in range(30))}
 
@@ -55,8 +65,8 @@ CTX = {"a.py": "".join(f"v{i} = {i}\n" for i in range(30))}
 def swe_rl_task(i: int) -> RewardTask:
     """Task i has its own oracle, so every result differs and order mistakes show."""
     oracle = {"a.py": CTX["a.py"].replace(f"v{i % 30} = {i % 30}\n", f"v{i % 30} = {i}\n")}
-    response = ("<think>t</think><solution>\n### a.py\n<<<<<<< SEARCH\nv3 = 3\n=======\nv3 = 33\n"
-                ">>>>>>> REPLACE\n</solution>")
+    response = ("<think>t</think><solution>\n```\n### a.py\n<<<<<<< SEARCH\nv3 = 3\n=======\nv3 = 33\n"
+                ">>>>>>> REPLACE\n```\n</solution>")
     if i % 7 == 0:
         response = "no tags"
     return RewardTask("swe_rl", {"code_context": CTX, "oracle_new_content": oracle}, response)
@@ -140,3 +150,69 @@ def test_failures_inside_chunks_requeue_the_rest():
     assert "not picklable" in results[30][1]["reason"] and "could not unpickle" in results[41][1]["reason"]
     healthy = [i for i in range(48) if i not in kinds]
     assert [results[i] for i in healthy] == score_batch([tasks[i] for i in healthy], num_workers=1)
+
+
+def test_reward_from_a_missing_module_is_the_documented_key_error():
+    with pytest.raises(KeyError, match="cannot import module 'no_such_module_q7'"):
+        score_batch([RewardTask("no_such_module_q7:fn", {}, "")], num_workers=1)
+    with pytest.raises(KeyError, match="unknown reward"):
+        get_reward("no.such.package:fn")
+
+
+def test_a_slow_group_is_spread_over_the_workers():
+    # 8 groups of 8 rollouts sharing their group's metadata (as GRPO scores them); the first is slow.
+    groups = [{"sleep_s": 0.2 if g == 0 else 0.0} for g in range(8)]
+    tasks = [RewardTask(WHERE, meta, str(k)) for meta in groups for k in range(8)]
+    with RewardPool(2) as pool:
+        results = pool.score(tasks)
+    slow_on = collections.Counter(info["pid"] for _, info in results[:8])
+    assert sorted(slow_on.values()) == [4, 4]  # half of the slow group on each worker, not all on one
+    assert all(score == 1.0 for score, _ in results)
+
+
+# A pool whose two workers are each stuck in a one-minute reward; prints the workers' pids.
+ORPHAN_SCRIPT = """
+import json, time
+from swe_rl_jax.rewards import RewardPool, RewardTask, register_reward
+
+def a_minute(meta, response):
+    time.sleep(60)
+    return 1.0, {"kind": "ok"}
+
+register_reward("a_minute", a_minute, 0.0)
+
+if __name__ == "__main__":
+    with RewardPool(2, timeout_s=120) as pool:
+        print(json.dumps([w.process.pid for w in pool._workers]), flush=True)
+        pool.score([RewardTask("a_minute", {"i": i}, "") for i in range(2)])
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads process states from /proc")
+def test_workers_exit_promptly_when_the_parent_is_killed(tmp_path):
+    script = tmp_path / "pool.py"
+    script.write_text(ORPHAN_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    pids = json.loads(proc.stdout.readline())
+    try:
+        time.sleep(1.0)  # both workers are inside their reward now
+        assert all(_running(p) for p in pids)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while any(_running(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_running(p) for p in pids)
+    finally:
+        for pid in pids:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)

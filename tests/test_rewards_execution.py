@@ -89,7 +89,7 @@ def test_grpo_with_the_execution_reward(setup, tiny_llama):
             "model.tokenizer=smollm2", "subtasks=[swe_rl]",
             "rewards={swe_rl: 'toy_rewards:oracle_or_broken_tests_pass'}", "grpo.group_size=3",
             "update.prompts_per_step=2", "update.overlong=none", "sampling.max_new_tokens=6", "num_steps=1",
-            "optimizer.lr=1e-2", "max_prompt_tokens=1400", "reward_workers=2", "reward_timeout_s=60", "progress=false", "save_every=100",
+            "optimizer.lr=1e-2", "max_prompt_tokens=1450", "reward_workers=2", "reward_timeout_s=60", "progress=false", "save_every=100",
             "export=false", f"execution.result_cache={root / 'grpo_results'}"]
     args += [f"execution.{k}={v}" for k, v in dataclasses.asdict(config).items() if v != "" and k != "tests_weight"]
     assert cli(args) == 0

@@ -95,7 +95,7 @@ def test_ten_thousand_blocks_really_apply():
         "### a.py\n<<<<<<< SEARCH\nline7\n=======\nLINE7\n>>>>>>> REPLACE\n"
         "### a.py\n<<<<<<< SEARCH\nLINE7\n=======\nline7\n>>>>>>> REPLACE\n" for _ in range(5000))
     start = time.perf_counter()
-    score, info = swe_rl_reward(CTX, ORACLE, "<think>t</think><solution>" + toggles + "</solution>")
+    score, info = swe_rl_reward(CTX, ORACLE, "<think>t</think><solution>```\n" + toggles + "```</solution>")
     # 10^4 blocks that cancel out: the prediction changes nothing, the oracle one file.
     assert (score, info["n_blocks"]) == (0.0, 10000)
     assert time.perf_counter() - start < LIMIT_S
@@ -110,8 +110,8 @@ def test_slow_input_hits_the_limit_and_is_reported():
         return "".join("".join(rng.choice("abcd") for _ in range(30)) + "\n" for _ in range(n))
 
     old, oracle, pred = text(2000), text(2000), text(2000)
-    response = ("<think>t</think><solution>\n### big.py\n<<<<<<< SEARCH\n" + old.rstrip("\n")
-                + "\n=======\n" + pred.rstrip("\n") + "\n>>>>>>> REPLACE\n</solution>")
+    response = ("<think>t</think><solution>\n```\n### big.py\n<<<<<<< SEARCH\n" + old.rstrip("\n")
+                + "\n=======\n" + pred.rstrip("\n") + "\n>>>>>>> REPLACE\n```\n</solution>")
     for reward, minimum in [(swe_rl_reward, -1.0), (edit_reward, 0.0)]:
         start = time.perf_counter()
         kwargs = {"mode": "similarity"} if reward is edit_reward else {}

@@ -52,6 +52,10 @@ def test_resumed_run_continues_identically(setup, capsys):
     assert summary["heldout_last"]["heldout/mean_reward"] == heldout[-1]["heldout/mean_reward"]
     a = [{k: v for k, v in m.items() if not k.startswith("heldout/")} for m in a if m["step"] > 0]
     assert [m["step"] for m in a] == [m["step"] for m in b] == [1, 2, 3, 4]
+    # The resumed run's summary is the run's, not its last invocation's (step 1, not step 3).
+    resumed_summary = json.loads((resumed / "summary.json").read_text())
+    assert resumed_summary["reward_first"] == summary["reward_first"] == a[0]["reward_mean"]
+    assert resumed_summary["reward_last"] == summary["reward_last"] == a[-1]["reward_mean"]
     for ma, mb in zip(a, b):  # same prompts, same samples, same updates: bitwise on CPU
         assert ma == mb
     # Everything an RL step is expected to log is there.

@@ -303,3 +303,20 @@ def test_registration_errors(setup, tmp_path):
     # failed calls leave the previous registration in place
     assert "swe_rl_jax.rl" in seqio.MixtureRegistry.names()
     assert "swe_rl_jax.swe_rl" in seqio.TaskRegistry.names()
+
+
+def test_input_pipeline_prints_no_tensorflow_cuda_noise():
+    """On a machine without a GPU driver, TensorFlow's CUDA probe wrote "Could not find cuda
+    drivers" and "failed call to cuInit" to stderr, whatever TF_CPP_MIN_LOG_LEVEL said."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import jax; jax.devices()\n"
+            "from swe_rl_jax.data import seqio_tasks as st\n"
+            "print(list(st.tf.data.Dataset.range(3).as_numpy_iterator()), st.tf.config.get_visible_devices('GPU'))")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["[np.int64(0),", "np.int64(1),", "np.int64(2)]", "[]"]
+    assert [line for line in proc.stderr.splitlines() if "cuda" in line.lower() or "cuinit" in line.lower()] == []

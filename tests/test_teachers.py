@@ -1,11 +1,17 @@
 """Teacher back ends: an OpenAI-compatible client against a scripted local server, and JSONL replay."""
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from swe_rl_jax.cli import main as cli
+from swe_rl_jax.data.records import TaskRecord, records_file
 from swe_rl_jax.teachers import (HttpTeacher, HttpTeacherConfig, JsonlTeacher, TeacherFileError,
                                  TeacherRequest)
 
@@ -14,9 +20,11 @@ SECRET = "sk-test-DO-NOT-WRITE-7f3a9c"
 
 class ScriptedServer:
     """Answers by the last user message: `ok:X`, `slow:X`, `flaky:X` (two 429s then ok),
-    `broken` (always 500), `bad` (400), `hang` (longer than the client timeout)."""
+    `broken` (always 500), `bad` (400), `hang` (longer than the client timeout), `redirect:X` (302
+    to `redirect_to`). A GET (what a followed 302 becomes) is answered with a completion too."""
 
     def __init__(self):
+        self.redirect_to = ""
         self.calls: dict[str, int] = {}
         self.in_flight = 0
         self.max_in_flight = 0
@@ -27,6 +35,16 @@ class ScriptedServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
+
+            def do_GET(self):
+                with server.lock:
+                    server.calls["GET"] = server.calls.get("GET", 0) + 1
+                    server.auth_headers.add(self.headers.get("Authorization", ""))
+                data = json.dumps({"choices": [{"message": {"content": "hijacked"}}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -51,6 +69,11 @@ class ScriptedServer:
                         return
                     if kind == "bad":
                         self.send_response(400)
+                        self.end_headers()
+                        return
+                    if kind == "redirect":
+                        self.send_response(302)
+                        self.send_header("Location", server.redirect_to)
                         self.end_headers()
                         return
                     answer = {"choices": [{"message": {"role": "assistant", "content": f"answer to {prompt} #{count}"}}]}
@@ -137,6 +160,58 @@ def test_api_key_never_written(server, tmp_path, monkeypatch):
     for p in files:
         assert SECRET not in p.read_text(encoding="utf-8", errors="replace")
     assert all(SECRET not in r.error for r in out)
+
+
+def test_redirect_is_not_followed_so_the_key_stays_with_base_url(server, tmp_path, monkeypatch):
+    other = ScriptedServer()  # another host (port) that would answer anything with a completion
+    try:
+        server.redirect_to = other.url + "/chat/completions"
+        monkeypatch.setenv("SWE_TEST_KEY", SECRET)
+        out = _teacher(server, tmp_path, max_retries=2).generate([_req("redirect:a", n=2)])
+        assert other.calls == {} and other.auth_headers == set()
+        assert out[0].completions == () and "HTTP 302" in out[0].error and "not followed" in out[0].error
+        assert server.calls["redirect:a"] == 2  # one call per sample: a redirect is not retried
+        assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # nothing cached
+    finally:
+        other.close()
+
+
+def _records_dir(root):
+    """One file-localization record, enough for rejection-sample to ask the teacher."""
+    path = records_file(root, "train", "file_localization")
+    path.parent.mkdir(parents=True)
+    rec = TaskRecord(task_id="i1/file_localization", subtask="file_localization", instance_id="i1", repo="o/r",
+                     messages=[{"role": "user", "content": "ok:which file?"}], ground_truth={"items": ["a.py"]},
+                     candidates=["a.py"], context={}, meta={})
+    path.write_text(rec.to_json() + "\n")
+    return root
+
+
+def _http_args(tmp_path, base_url):
+    return ["rejection-sample", f"records_dir={_records_dir(tmp_path / 'records')}", f"out_dir={tmp_path / 'out'}",
+            "teacher.kind=http", f"teacher.http={{base_url: '{base_url}', model: m, api_key_env: SWE_TEST_KEY, "
+            f"cache_dir: '{tmp_path / 'cache'}', max_retries: 0}}", "splits=[train]"]
+
+
+def test_key_with_a_newline_is_one_redacted_line_and_exit_2(server, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "swe_rl_jax.cli", *_http_args(tmp_path, server.url)],
+                          env={**os.environ, "SWE_TEST_KEY": SECRET + "\n"}, capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and "$SWE_TEST_KEY" in proc.stderr
+    assert server.calls == {}  # refused before any request
+    outputs = [proc.stdout, proc.stderr] + [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
+    assert not any(SECRET in text for text in outputs)
+
+
+def test_dead_endpoint_reports_its_error_and_fails(tmp_path, capsys):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert cli(_http_args(tmp_path, f"http://127.0.0.1:{port}/v1")) == 2
+    err = capsys.readouterr().err
+    assert "every teacher request failed (1 of 1)" in err and "Connection refused" in err
+    assert not (tmp_path / "out" / "report.json").exists()
 
 
 def test_config_errors_name_the_key():

@@ -51,10 +51,11 @@ step = make_train_step(make_sft_loss(cfg, chunk=8), opt, shardings, batch_shardi
                        learning_rate=learning_rate_schedule(oc))
 writer = MetricsWriter(workdir + "/logs")
 result = train_loop(state, step, batches, LoopConfig(num_steps=num_steps, save_every=2, progress=False),
-                    start_position=position, checkpointer=ckpt, writer=writer, meta={"seed": 0})
+                    start_position=position, checkpointer=ckpt, writer=writer, meta={"seed": 0}, resumed_meta=meta)
 writer.close()
 ckpt.close()
-print(json.dumps({"reason": result.reason, "position": result.position, "resumed_from": position}))
+print(json.dumps({"reason": result.reason, "position": result.position, "resumed_from": position,
+                  "first_loss": result.first_loss, "last_loss": result.last_loss}))
 """
 
 
@@ -116,7 +117,8 @@ def test_killed_and_preempted_runs_resume_to_the_same_losses(tmp_path):
     # 3) Resume from the last committed checkpoint and finish.
     last = _finish(_start(run_dir))
     ref = _finish(reference)
-    assert ref == {"reason": "done", "position": NUM_STEPS, "resumed_from": 0}
+    assert {k: ref[k] for k in ("reason", "position", "resumed_from")} == {"reason": "done", "position": NUM_STEPS,
+                                                                           "resumed_from": 0}
     assert last["reason"] == "done" and last["position"] == NUM_STEPS
     assert first["position"] < last["resumed_from"] < killed_at  # steps after the save were redone
 
@@ -128,6 +130,9 @@ def test_killed_and_preempted_runs_resume_to_the_same_losses(tmp_path):
     for step in expected:
         for key in ("loss", "grad_norm", "lr"):
             assert got[step][key] == expected[step][key], (step, key)  # bitwise on CPU
+    # The run-level summary of the twice-resumed run is the run's: step 1's loss, not the resume's.
+    assert last["first_loss"] == ref["first_loss"] == expected[1]["loss"]
+    assert last["last_loss"] == ref["last_loss"] == expected[NUM_STEPS]["loss"]
     assert len(_committed(run_dir)) <= 2  # keep=2
 
 

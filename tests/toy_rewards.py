@@ -13,13 +13,13 @@ register_reward("letter_e_fraction", letter_e_fraction, 0.0)
 
 
 def whole_file_answer(old_files, new_files) -> str:
-    """A SWE-RL answer that rewrites each file of `new_files` whole (one SEARCH/REPLACE block per
-    file; an empty SEARCH for a file `old_files` does not have)."""
+    """A SWE-RL answer that rewrites each file of `new_files` whole (one fenced SEARCH/REPLACE block
+    per file, the paper's format; an empty SEARCH for a file `old_files` does not have)."""
     blocks = []
     for path, new in sorted(new_files.items()):
         old = old_files.get(path, "")
         search, replace = old.removesuffix("\n"), new.removesuffix("\n")
-        blocks.append(f"### {path}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE")
+        blocks.append(f"```python\n### {path}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n```")
     return "<think>\nRewrite the files.\n</think>\n<solution>\n" + "\n".join(blocks) + "\n</solution>"
 
 

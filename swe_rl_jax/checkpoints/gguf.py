@@ -114,7 +114,11 @@ def _iter_tensors(path: Path, reader: Any, config: ModelConfig) -> Iterator[tupl
         entry = by_name.get(hf_name)
         if entry is None:
             raise CheckpointError(f"{path}: tensor {tensor.name} ({hf_name}) does not fit this config")
-        array = dequantize(tensor.data, tensor.tensor_type)
+        try:
+            array = dequantize(tensor.data, tensor.tensor_type)
+        except NotImplementedError:  # integer tensors (I8 ... I64) and types gguf cannot decode
+            raise CheckpointError(f"{path}: tensor {tensor.name} has GGUF type {tensor.tensor_type.name}, "
+                                  "not a float or quantized weight type") from None
         array = np.asarray(array, np.float32).reshape(tuple(int(d) for d in reversed(tensor.shape.tolist())))
         if tuple(array.shape) != entry.hf_shape:
             raise CheckpointError(

@@ -9,7 +9,9 @@ expects: config.json, generation_config.json, safetensors (sharded with an index
 """
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Iterator
 
@@ -98,6 +100,9 @@ def iter_hf_tensors(path: Path, config: ModelConfig) -> Iterator[tuple[TensorEnt
                         f"{file}: tensor {entry.hf_name} has shape {tuple(array.shape)}, "
                         f"config.json implies {entry.hf_shape}"
                     )
+                if not jnp.issubdtype(array.dtype, jnp.floating):  # a cast would silently change the values
+                    raise CheckpointError(f"{file}: tensor {entry.hf_name} has dtype {array.dtype}; "
+                                          "weights must be floating point")
                 yield entry, entry.to_ours(array)
 
 
@@ -136,13 +141,19 @@ def save_hf(
     for old in list(path.glob("model*.safetensors")) + [path / INDEX_FILE]:
         old.unlink(missing_ok=True)  # a stale shard from an earlier export must not be picked up
     metadata = {"format": "pt"}
+    mode = _new_file_mode(path)
+
+    def save_shard(shard: dict[str, np.ndarray], name: str) -> None:
+        save_file(shard, str(path / name), metadata=metadata)
+        os.chmod(path / name, mode)  # safetensors writes 0600 files: unreadable for a server or a colleague
+
     if len(shards) == 1:
-        save_file(shards[0], str(path / SINGLE_FILE), metadata=metadata)
+        save_shard(shards[0], SINGLE_FILE)
     else:
         weight_map, total = {}, 0
         for i, shard in enumerate(shards, start=1):
             name = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
-            save_file(shard, str(path / name), metadata=metadata)
+            save_shard(shard, name)
             weight_map.update({k: name for k in shard})
             total += sum(t.nbytes for t in shard.values())
         write_json(path / INDEX_FILE, {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))})
@@ -155,6 +166,17 @@ def save_hf(
     if tokenizer_dir is not None:
         copy_tokenizer(Path(tokenizer_dir), path)
     return path
+
+
+def _new_file_mode(directory: Path) -> int:
+    """The mode `open()` gives a new file in `directory` (0666 less the umask and what default ACLs
+    take away), found with a probe file so the process umask is never changed."""
+    probe = directory / f".mode-probe-{os.getpid()}"
+    os.close(os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o666))
+    try:
+        return stat.S_IMODE(probe.stat().st_mode)
+    finally:
+        probe.unlink()
 
 
 def copy_tokenizer(src: Path, dst: Path) -> None:

@@ -1,11 +1,13 @@
 """`build-data`: SoRFT subtasks and SWE-RL tasks from SWE-bench instances and/or mined git history.
 
-    python -m swe_rl_jax.cli build-data --instances FILE --repos DIR --out DIR
+    python -m swe_rl_jax.cli build-data --instances FILE --repos DIR --out DIR [--field patch=golden_patch]
     python -m swe_rl_jax.cli build-data --git-repo PATH [--repo-name owner/name] --out DIR
     python -m swe_rl_jax.cli build-data --sample --out DIR      # the shipped sample (data/sample/)
     python -m swe_rl_jax.cli build-data --sample --synthesized --out DIR   # plus its synthesized tasks
 
-Writes OUT/<split>/<subtask>.jsonl and OUT/summary.json, and prints a summary table.
+Instance files are JSON arrays, JSONL or Parquet. Writes OUT/<split>/<subtask>.jsonl and
+OUT/summary.json, and prints a summary table: tasks kept per split and subtask, skipped per
+subtask and reason, instances skipped by reason, files dropped from truncated trees by kind.
 The run is `swe_rl_jax/data/build.py`.
 """
 from __future__ import annotations
@@ -23,8 +25,9 @@ from swe_rl_jax.data.options import BuildOptions, MiningOptions
 from swe_rl_jax.data.sources import GitError, InputError
 
 # CLI flag → BuildOptions / MiningOptions field; unset flags keep the dataclass defaults.
-_BUILD_FLAGS = ("subtasks", "file_patterns", "include_tests", "context_lines", "skeleton_max_tokens",
-                "max_prompt_tokens", "distractor_files", "related_files", "val_fraction", "tokenizer")
+_BUILD_FLAGS = ("subtasks", "file_patterns", "exclude_patterns", "include_tests", "context_lines",
+                "skeleton_max_tokens", "max_prompt_tokens", "distractor_files", "related_files", "val_fraction",
+                "tokenizer")
 _MINING_FLAGS = ("rev", "max_commits", "max_files", "max_changed_lines")
 
 
@@ -33,9 +36,12 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_argument_group("sources")
     src.add_argument("--instances", action="append", default=[], metavar="FILE",
-                     help="SWE-bench instances, JSON array or JSONL (repeatable)")
+                     help="SWE-bench instances: JSON array, JSONL or Parquet (repeatable)")
+    src.add_argument("--field", action="append", default=[], metavar="FIELD=COLUMN", type=_field,
+                     help="read an instance field from another column, e.g. patch=golden_patch (repeatable)")
     src.add_argument("--repos", metavar="DIR",
-                     help="local clones: DIR/<owner>__<name>, else DIR/<name>")
+                     help="local clones: DIR/<owner>__<name>, DIR/<owner>/<name> or DIR/<name> "
+                          "(clone, bare clone or worktree)")
     src.add_argument("--git-repo", action="append", default=[], metavar="PATH",
                      help="mine this repository's history (repeatable)")
     src.add_argument("--repo-name", help="repository name for a single --git-repo (default: its directory name)")
@@ -48,8 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     b = p.add_argument_group("tasks")
     b.add_argument("--subtasks", type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
                    help="comma-separated subset of the five subtasks (default: all)")
-    b.add_argument("--file-pattern", dest="file_patterns", action="append", metavar="GLOB",
-                   help="source file-name pattern (repeatable; default: *.py)")
+    b.add_argument("--include", "--file-pattern", dest="file_patterns", action="append", metavar="GLOB",
+                   help="source files: a file-name pattern (*.py) or a path glob (src/**/*.py) (repeatable; "
+                        "default: *.py)")
+    b.add_argument("--exclude", dest="exclude_patterns", action="append", metavar="GLOB",
+                   help="never source files, e.g. 'doc/**' (same pattern forms; repeatable)")
     b.add_argument("--include-tests", action="store_true", default=None, help="treat test files as sources")
     d, dm = BuildOptions(), MiningOptions()
     b.add_argument("--context-lines", type=int, metavar="N",
@@ -76,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _field(text: str) -> tuple[str, str]:
+    field, sep, column = text.partition("=")
+    if not (sep and field and column):
+        raise argparse.ArgumentTypeError(f"expected FIELD=COLUMN, got {text!r}")
+    return field, column
+
+
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
     return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
 
@@ -87,9 +103,9 @@ def main(argv: list[str]) -> int:
         print("error: nothing to build: give --instances FILE (with --repos DIR), --git-repo PATH or --sample",
               file=sys.stderr)
         return 2
-    if args.sample and (args.instances or args.repos or args.git_repo):
+    if args.sample and (args.instances or args.repos or args.git_repo or args.field):
         print("error: --sample builds the shipped sample on its own; "
-              "it takes no --instances, --repos or --git-repo", file=sys.stderr)
+              "it takes no --instances, --field, --repos or --git-repo", file=sys.stderr)
         return 2
     if (args.synthesized or args.sample_repos) and not args.sample:
         print("error: --synthesized and --sample-repos go with --sample", file=sys.stderr)
@@ -105,7 +121,8 @@ def main(argv: list[str]) -> int:
             summary = build_sample(args.out, options, mining, progress, args.synthesized, args.sample_repos or "")
         else:
             sources = BuildSources(tuple(args.instances), args.repos or "",
-                                   tuple((p, args.repo_name or Path(p).resolve().name) for p in args.git_repo))
+                                   tuple((p, args.repo_name or Path(p).resolve().name) for p in args.git_repo),
+                                   tuple(args.field))
             summary = build_from_sources(sources, options, mining, args.out, progress)
     except (InputError, ConfigError, GitError) as e:
         print(f"error: {e}", file=sys.stderr)

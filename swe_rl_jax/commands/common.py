@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Sequence, TypeVar
 
 from swe_rl_jax.config import load_config
 
 T = TypeVar("T")
+
+# The repository's configs/: commands name their default config here, not relative to the working
+# directory, so they run from anywhere.
+CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
 def parse_config_args(prog: str, cls: type[T], argv: Sequence[str], default_config: str | None = None,

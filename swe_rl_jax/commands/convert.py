@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import time
+from typing import Iterator
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from swe_rl_jax.checkpoints import CheckpointError, load_hf, save_hf
+from swe_rl_jax.checkpoints import load_hf, save_hf
 from swe_rl_jax.policy import resolve_checkpoint
 
 
@@ -25,22 +28,33 @@ def main(argv: list[str]) -> int:
 
     src = resolve_checkpoint(args.src)
     dtype = jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32
-    try:
+    # Bad input (a missing source, a wrong-shaped tensor, a damaged GGUF) raises CheckpointError,
+    # which the CLI reports in one line with exit status 2.
+    with _stage(f"reading {src}"):
         config, params = load_hf(src, dtype=dtype)
-        tokenizer = args.tokenizer or _source_tokenizer(src)
+    tokenizer = args.tokenizer or _source_tokenizer(src)
+    with _stage(f"writing {args.out} ({config.num_params() / 1e6:.1f}M params, {args.dtype})"):
         out = save_hf(args.out, config, params, tokenizer_dir=tokenizer,
                       max_shard_bytes=int(args.max_shard_gb * 1024**3))
-        if not args.no_verify:
+    if not args.no_verify:
+        with _stage("verifying: re-importing the export"):
             _, again = load_hf(out, dtype=dtype)
-            for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(again)):
-                if not np.array_equal(np.asarray(a), np.asarray(b)):
-                    print("error: re-imported export differs from the source", file=sys.stderr)
-                    return 1
-    except CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+            same = all(np.array_equal(np.asarray(a), np.asarray(b))
+                       for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(again)))
+        if not same:
+            print("error: re-imported export differs from the source", file=sys.stderr)
+            return 1
     print(f"wrote {out} ({config.family}, {config.num_params() / 1e6:.1f}M params, {args.dtype})")
     return 0
+
+
+@contextlib.contextmanager
+def _stage(what: str) -> Iterator[None]:
+    """Progress on stderr: each stage of a conversion can take seconds to minutes."""
+    print(f"{what} ...", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    yield
+    print(f"  done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
 
 
 def _source_tokenizer(src):

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from swe_rl_jax.checkpoints import load_hf, save_hf
-from swe_rl_jax.commands.common import parse_config_args
+from swe_rl_jax.commands.common import CONFIGS_DIR, parse_config_args
 from swe_rl_jax.policy import resolve_checkpoint
 from swe_rl_jax.config import require
 from swe_rl_jax.models import ModelConfig, forward
@@ -57,7 +57,10 @@ def greedy_decode(config: ModelConfig, params, prompt: list[int], max_new_tokens
 
 
 def main(argv: list[str]) -> int:
-    cfg = parse_config_args("demo", DemoConfig, argv, "configs/demo.yaml", __doc__)
+    return run_demo(parse_config_args("demo", DemoConfig, argv, str(CONFIGS_DIR / "demo.yaml"), __doc__))
+
+
+def run_demo(cfg: DemoConfig) -> int:
     src = resolve_checkpoint(cfg.checkpoint)
     t0 = time.time()
     dtype = jnp.bfloat16 if cfg.dtype == "bfloat16" else jnp.float32

@@ -5,10 +5,10 @@
 """
 from __future__ import annotations
 
-from swe_rl_jax.commands.common import parse_config_args
+from swe_rl_jax.commands.common import CONFIGS_DIR, parse_config_args
 from swe_rl_jax.pipeline.main_job import MainConfig, run_main
 
 
 def main(argv: list[str]) -> int:
-    run_main(parse_config_args("main", MainConfig, argv, "configs/main.yaml", __doc__))
+    run_main(parse_config_args("main", MainConfig, argv, str(CONFIGS_DIR / "main.yaml"), __doc__))
     return 0

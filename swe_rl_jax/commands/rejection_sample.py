@@ -1,6 +1,9 @@
 """`rejection-sample`: teacher samples for task records → subtask filters → SFT examples + report.
 
-    python -m swe_rl_jax.cli rejection-sample --config FILE [key=value ...]
+    python -m swe_rl_jax.cli rejection-sample [--config FILE] records_dir=DIR out_dir=DIR \
+        teacher.kind=jsonl teacher.path=data/sample/teacher_responses.jsonl [key=value ...]
+
+(a `teacher:` section picks the back end: `jsonl`, `http` or `sampler`; docs/SFT.md).
 
 Writes OUT/<split>/<subtask>.jsonl (records plus `response` and `score`, the layout the seqio SFT
 tasks read) and OUT/report.json (acceptance per subtask and per repository, rejection reasons).

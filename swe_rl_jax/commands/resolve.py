@@ -27,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m swe_rl_jax.cli resolve", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--instances", help="SWE-bench instances, JSONL or JSON array")
-    p.add_argument("--repos", help="directory with one clone per repository (<owner>__<name> or <name>)")
+    p.add_argument("--repos", help="directory with one clone per repository "
+                                   "(<owner>__<name>, <owner>/<name> or <name>)")
     p.add_argument("--out", help="predictions JSONL to write")
     p.add_argument("--config", default=None, help="YAML config (ResolveConfig)")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. agentless.num_samples=8")

@@ -17,7 +17,6 @@ from swe_rl_jax.data.builder import build_dataset
 from swe_rl_jax.data.mining import mine_history
 from swe_rl_jax.data.options import BuildOptions, MiningOptions
 from swe_rl_jax.data.sample import SAMPLE_DIR, load_manifest, make_sample_repos
-from swe_rl_jax.data.skeleton import SourceFilter
 from swe_rl_jax.data.sources import GitError, GitRepo, Instance, InputError, RepoLocator, load_instances
 
 
@@ -25,14 +24,15 @@ from swe_rl_jax.data.sources import GitError, GitRepo, Instance, InputError, Rep
 class BuildSources:
     """Instance files (with the directory of their clones) and repositories whose history to mine."""
 
-    instances: tuple[str, ...] = ()  # SWE-bench-style instance files
+    instances: tuple[str, ...] = ()  # SWE-bench-style instance files (JSON, JSONL, Parquet)
     repos: str = ""  # directory of clones for `instances`
     git_repos: tuple[tuple[str, str], ...] = ()  # (path, repository name) to mine
+    fields: tuple[tuple[str, str], ...] = ()  # (instance field, column of the export), e.g. ("patch", "golden_patch")
 
 
 def _mine(paths: tuple[tuple[str, str], ...], mining: MiningOptions, options: BuildOptions):
     """(instances, repo name → path, per-repository mining statistics)."""
-    source_filter = SourceFilter(options.file_patterns, options.include_tests)
+    source_filter = options.source_filter()
     instances: list[Instance] = []
     explicit: dict[str, Path] = {}
     stats: dict[str, Any] = {}
@@ -55,7 +55,9 @@ def build_from_sources(sources: BuildSources, options: BuildOptions, mining: Min
         raise InputError(f"--repos directory not found: {repos_dir}")
     if sources.instances and repos_dir is None:
         raise InputError("--instances needs --repos DIR (the directory holding the local clones)")
-    instances = [inst for f in sources.instances for inst in load_instances(f)]
+    instances = [inst for f in sources.instances for inst in load_instances(f, fields=dict(sources.fields))]
+    if instances:
+        RepoLocator(repos_dir).require_some(i.repo for i in instances)
     mined, explicit, stats = _mine(sources.git_repos, mining, options)
     extra = {"mining": stats} if stats else {}
     return build_dataset(instances + mined, RepoLocator(repos_dir, explicit), options, out_dir,

@@ -25,7 +25,6 @@ from swe_rl_jax.config import to_dict
 from swe_rl_jax.data.options import BuildOptions, make_token_counter
 from swe_rl_jax.data.prepared import SkipInstance, prepare
 from swe_rl_jax.data.records import SPLITS, TaskRecord, records_file
-from swe_rl_jax.data.skeleton import SourceFilter
 from swe_rl_jax.data.sources import GitError, GitRepo, Instance, RepoLocator
 from swe_rl_jax.data.tasks import BUILDERS, SkipTask, TaskContext
 
@@ -78,6 +77,7 @@ class BuildStats:
     written: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     events: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     splits: dict[str, str] = dataclasses.field(default_factory=dict)  # repo → split
+    missing_repos: set[str] = dataclasses.field(default_factory=set)  # named by instances, not found
 
     def __post_init__(self) -> None:
         self.task_skips = {s: collections.Counter() for s in self.subtasks}
@@ -95,6 +95,7 @@ class BuildStats:
             "tasks_skipped": {s: dict(sorted(c.items())) for s, c in self.task_skips.items()},
             "events": dict(sorted(self.events.items())),
             "repos": repos,
+            "repos_missing": sorted(self.missing_repos),
         }
 
 
@@ -105,7 +106,7 @@ def iter_tasks(
     """(split, record) for every task built, in input order; skips are counted in `stats`."""
     from tqdm import tqdm
 
-    source_filter = SourceFilter(options.file_patterns, options.include_tests)
+    source_filter = options.source_filter()
     count_tokens = make_token_counter(options.tokenizer)
     stats.splits = assign_splits((i.repo for i in instances), options.val_fraction)
     stats.instances_read = len(instances)
@@ -119,6 +120,7 @@ def iter_tasks(
         repo = repos.get(inst.repo)
         try:
             if repo is None:
+                stats.missing_repos.add(inst.repo)
                 raise SkipInstance("missing_repository", f"no local clone of {inst.repo}")
             prep = prepare(inst, repo, source_filter)
         except SkipInstance as e:
@@ -160,21 +162,26 @@ def build_dataset(
     out_dir = Path(out_dir)
     stats = BuildStats(options.subtasks)
     outputs = {}
-    for split in SPLITS:
-        for subtask in options.subtasks:
-            path = records_file(out_dir, split, subtask)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Written under a temporary name so an interrupted build leaves no complete-looking file.
-            tmp = path.with_suffix(".jsonl.tmp")
-            outputs[split, subtask] = (path, tmp, tmp.open("w", encoding="utf-8", newline="\n"))
+    complete = False
     try:
+        for split in SPLITS:
+            for subtask in options.subtasks:
+                path = records_file(out_dir, split, subtask)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # Written under a temporary name so an interrupted build leaves no complete-looking
+                # file; removed again when the build fails (any exception, Ctrl-C included).
+                tmp = path.with_suffix(".jsonl.tmp")
+                outputs[split, subtask] = (path, tmp, tmp.open("w", encoding="utf-8", newline="\n"))
         for split, record in iter_tasks(instances, locator, options, stats, progress):
             outputs[split, record.subtask][2].write(record.to_json() + "\n")
+        complete = True
     finally:
-        for _, _, f in outputs.values():
+        for path, tmp, f in outputs.values():
             f.close()
-    for path, tmp, _ in outputs.values():
-        tmp.replace(path)
+            if complete:
+                tmp.replace(path)
+            else:
+                tmp.unlink(missing_ok=True)
     summary = {**stats.summary(), "options": to_dict(options), **(extra_summary or {})}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return summary
@@ -205,4 +212,6 @@ def format_summary(summary: dict[str, Any]) -> str:
                          f"{stats['instances']} kept; dropped: {dropped}")
     repos = summary["repos"]
     lines.append(f"repositories: {len(repos['train'])} train, {len(repos['validation'])} validation")
+    if summary.get("repos_missing"):
+        lines.append("repositories not found: " + ", ".join(summary["repos_missing"]))
     return "\n".join(lines)

@@ -6,6 +6,7 @@ import re
 from typing import Callable
 
 from swe_rl_jax.config import require
+from swe_rl_jax.data.skeleton import SourceFilter
 from swe_rl_jax.subtasks import SUBTASKS
 
 TokenCounter = Callable[[str], int]
@@ -30,7 +31,8 @@ def make_token_counter(tokenizer: str) -> TokenCounter:
 @dataclasses.dataclass(frozen=True)
 class BuildOptions:
     subtasks: tuple[str, ...] = SUBTASKS
-    file_patterns: tuple[str, ...] = ("*.py",)  # source files, matched against the file name
+    file_patterns: tuple[str, ...] = ("*.py",)  # source files: file-name patterns or path globs (`src/**/*.py`)
+    exclude_patterns: tuple[str, ...] = ()  # never source files, e.g. `doc/**` (same pattern forms)
     include_tests: bool = False  # tests (test/, tests/, test_*.py, *_test.py, conftest.py) are not sources
     context_lines: int = 10  # around the relevant functions in line windows and edit segments
     skeleton_max_tokens: int = 8192  # repository tree of file localization
@@ -51,6 +53,10 @@ class BuildOptions:
         for key in ("skeleton_max_tokens", "max_prompt_tokens"):
             require(getattr(self, key) > 0, key, f"must be > 0, got {getattr(self, key)}")
         require(0.0 <= self.val_fraction < 1.0, "val_fraction", f"must be in [0, 1), got {self.val_fraction}")
+
+    def source_filter(self) -> SourceFilter:
+        return SourceFilter(self.file_patterns, self.include_tests, self.exclude_patterns)
+
 
 DEFAULT_BOT_PATTERNS = (
     "[bot]", "dependabot", "renovate", "github-actions", "pre-commit-ci", "greenkeeper",

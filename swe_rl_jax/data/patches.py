@@ -11,7 +11,6 @@ top of a file maps to line 1.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import re
 from typing import Literal
@@ -21,6 +20,7 @@ from unidiff.errors import UnidiffParseError
 
 Status = Literal["modified", "added", "deleted", "renamed"]
 _DEV_NULL = "/dev/null"
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _FILE_HEADER = re.compile(r"(?m)^(?=diff --git )")
 
 
@@ -73,13 +73,36 @@ class FileChange:
 
 
 def _unquote(path: str) -> str:
-    # git writes paths with unusual bytes as C-style quoted strings with octal escapes.
-    if len(path) >= 2 and path[0] == path[-1] == '"':
-        try:
-            return ast.literal_eval("b" + path).decode("utf-8")
-        except (ValueError, SyntaxError, UnicodeDecodeError) as e:
-            raise PatchError("patch_does_not_parse", f"cannot decode quoted path {path}: {e}") from None
-    return path
+    """git writes paths with unusual bytes as C-style quoted strings: the escapes of `_C_ESCAPES`
+    and three-digit octal bytes. Decoded in one pass accepting exactly those (a crafted "path" is
+    never evaluated as an expression)."""
+    if not (len(path) >= 2 and path[0] == path[-1] == '"'):
+        return path
+    body, out, i = path[1:-1], bytearray(), 0
+
+    def fail(why: str) -> PatchError:
+        shown = path if len(path) <= 80 else path[:77] + "..."
+        return PatchError("patch_does_not_parse", f"cannot decode quoted path {shown}: {why}")
+
+    while i < len(body):
+        c = body[i]
+        if c == '"':
+            raise fail("unescaped quote")
+        if c != "\\":
+            out += c.encode("utf-8", "surrogatepass")
+            i += 1
+        elif body[i + 1:i + 2] in _C_ESCAPES:
+            out.append(_C_ESCAPES[body[i + 1]])
+            i += 2
+        elif len(octal := body[i + 1:i + 4]) == 3 and octal[0] in "0123" and all(d in "01234567" for d in octal):
+            out.append(int(octal, 8))
+            i += 4
+        else:
+            raise fail(f"unknown escape {body[i:i + 2]!r}")
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise fail(str(e)) from None
 
 
 def _side_path(raw: str | None, prefix: str) -> str | None:

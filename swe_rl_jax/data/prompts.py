@@ -46,6 +46,8 @@ Rules:
 - The SEARCH part must match consecutive lines of the current file exactly; include enough
   unchanged lines around the change that it matches in only one place.
 - The markers `<<<<<<< SEARCH`, `=======` and `>>>>>>> REPLACE` stand alone on their lines.
+- Fence every block as shown: the opening fence on the line right before `### path`, the closing
+  fence on the line right after `>>>>>>> REPLACE`.
 - Use one block per edit; several blocks may edit the same file.
 - To create a new file, leave the SEARCH part empty and put the whole file in the REPLACE part."""
 

@@ -6,6 +6,7 @@ separator inside code.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 from pathlib import Path
@@ -105,3 +106,32 @@ def read_split_records(out_dir: str | Path, split: str, subtasks: Sequence[str] 
             records.extend(chosen[:max_examples] if max_examples else chosen)
     return records
 
+
+class SubtaskCounts:
+    """Records a run kept and skipped (by reason) per subtask: what each training run reports of
+    its data, beside the build summary's per-subtask counts."""
+
+    def __init__(self) -> None:
+        self.kept: collections.Counter = collections.Counter()
+        self.skipped: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+
+    def keep(self, subtask: str) -> None:
+        self.kept[subtask] += 1
+
+    def skip(self, subtask: str, reason: str) -> None:
+        self.skipped[subtask][reason] += 1
+
+    def total_skipped(self) -> int:
+        return sum(sum(c.values()) for c in self.skipped.values())
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        """{subtask: {"kept": n, "skipped": {reason: n}}} in canonical subtask order."""
+        names = [s for s in SUBTASKS if s in self.kept or s in self.skipped]
+        return {s: {"kept": self.kept[s], "skipped": dict(sorted(self.skipped[s].items()))} for s in names}
+
+    def describe(self) -> str:
+        parts = []
+        for subtask, row in self.to_json().items():
+            skipped = ", ".join(f"{r}={n}" for r, n in row["skipped"].items())
+            parts.append(f"{subtask}: {row['kept']} kept" + (f", skipped {skipped}" if skipped else ""))
+        return "; ".join(parts) or "no records"

@@ -32,7 +32,8 @@ Model features come from two feature converters defined here:
 Examples longer than the requested lengths are dropped by default (`overlong="drop"`), not
 truncated: a truncated prompt loses the generation prompt and a truncated response its end-of-turn.
 
-This module and `tfds_builder.py` are the only ones in the package that import TensorFlow.
+This module and `tfds_builder.py` are the only ones in the package that use TensorFlow; both import
+it through `tensorflow_host.import_tensorflow` first.
 """
 from __future__ import annotations
 
@@ -43,12 +44,16 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import seqio
-import tensorflow as tf
 
-from swe_rl_jax.data import tfds_builder as tb
-from swe_rl_jax.subtasks import SORFT_SUBTASKS, SUBTASKS
-from swe_rl_jax.tokenizer import ChatTokenizer, load_tokenizer
+from swe_rl_jax.data.tensorflow_host import import_tensorflow
+
+tf = import_tensorflow()  # before seqio imports it without the quieting
+
+import seqio  # noqa: E402
+
+from swe_rl_jax.data import tfds_builder as tb  # noqa: E402
+from swe_rl_jax.subtasks import SORFT_SUBTASKS, SUBTASKS  # noqa: E402
+from swe_rl_jax.tokenizer import ChatTokenizer, load_tokenizer  # noqa: E402
 
 log = logging.getLogger(__name__)
 

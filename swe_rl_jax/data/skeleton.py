@@ -2,11 +2,15 @@
 
 Repository tree: the source files, one name per line, four spaces of indentation per depth,
 directories (with a trailing "/") before files at each level, both sorted by name. Which files
-are source files is decided by `SourceFilter` (patterns on the file name, tests excluded by
-default). When the tree exceeds its token budget, files that are not ground truth are dropped in
-an order given by a hash of (instance id, path): deterministic, and unrelated to where the ground
-truth lives, so the shape of a truncated tree does not point at the answer. Ground-truth files are
-never dropped, even when they alone exceed the budget.
+are source files is decided by `SourceFilter`: include and exclude patterns (a pattern without
+"/" matches the file name, `*.py`; one with "/" matches the path from the repository root, with
+`**` for any number of directories, `doc/**`), tests excluded by default. When the tree exceeds
+its token budget, files that are not ground truth are dropped by kind first: docs and examples
+(a top-level `doc/`, `docs/`, `examples/`, ... directory), then tests, then package source; within
+a kind in an order given by a hash of (instance id, path): deterministic, and unrelated to where
+the ground truth lives, so the shape of a truncated tree does not point at the answer. Ground-truth
+files are never dropped, even when they alone exceed the budget. The tree reports how many files
+of each kind it dropped.
 
 File skeleton: the module with every function body replaced by `...`, docstrings removed, long
 assignment values replaced by `...`, classes nested in classes collapsed to `class Name: ...`;
@@ -19,32 +23,93 @@ import ast
 import copy
 import dataclasses
 import fnmatch
+import functools
 import hashlib
+import re
 from typing import Callable, Iterable, Sequence
 
 from swe_rl_jax.data.pysource import block_bodies
 
 TEST_DIRS = frozenset({"test", "tests"})
 TEST_FILE_PATTERNS = ("test_*.py", "*_test.py", "conftest.py")
+# Top-level directories whose files are documentation or examples, not the package.
+DOC_DIRS = frozenset({"doc", "docs", "documentation", "example", "examples", "demo", "demos", "tutorial",
+                      "tutorials", "benchmark", "benchmarks", "asv_bench"})
+# What a truncated tree keeps first: package source, then tests, then docs and examples.
+TREE_KINDS = ("source", "tests", "docs")
 INDENT = "    "
 # Beyond this many characters an assignment's value or a bare expression is noise in a skeleton.
 MAX_STATEMENT_CHARS = 80
 
 
+@functools.lru_cache(maxsize=256)
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    """A path glob as a regex: `**/` any directories (none included), a final `/**` everything
+    below, `*` and `?` within one path segment, `[...]` (`[!...]` negated) one character."""
+    out, i = [], 0
+    glob = pattern.lstrip("/")
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif glob[i] == "[" and "]" in glob[i + 2:]:
+            end = glob.index("]", i + 2)
+            body = glob[i + 1:end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def path_matches(path: str, pattern: str) -> bool:
+    """`pattern` without "/" matches the file name (`*.py`); with "/" the whole repository-relative
+    path (`doc/**`, `src/**/*.py`, `**/migrations/*.py`)."""
+    if "/" not in pattern:
+        return fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], pattern)
+    return _path_regex(pattern).fullmatch(path) is not None
+
+
+def is_test_path(path: str) -> bool:
+    *dirs, name = path.split("/")
+    return any(d in TEST_DIRS for d in dirs) or any(fnmatch.fnmatchcase(name, p) for p in TEST_FILE_PATTERNS)
+
+
+def file_kind(path: str) -> str:
+    """One of TREE_KINDS: "docs" under a top-level documentation or examples directory, "tests"
+    for test files, else "source"."""
+    if "/" in path and path.split("/", 1)[0].lower() in DOC_DIRS:
+        return "docs"
+    return "tests" if is_test_path(path) else "source"
+
+
 @dataclasses.dataclass(frozen=True)
 class SourceFilter:
-    """Which repository files are source files (shown in trees, eligible as ground truth)."""
+    """Which repository files are source files (shown in trees, eligible as ground truth): those
+    an include pattern matches, no exclude pattern matches, and, unless `include_tests`, that are
+    not tests (see `path_matches` for the patterns)."""
 
     patterns: tuple[str, ...] = ("*.py",)
     include_tests: bool = False
+    exclude: tuple[str, ...] = ()
 
     def is_test(self, path: str) -> bool:
-        *dirs, name = path.split("/")
-        return any(d in TEST_DIRS for d in dirs) or any(fnmatch.fnmatchcase(name, p) for p in TEST_FILE_PATTERNS)
+        return is_test_path(path)
 
     def __call__(self, path: str) -> bool:
-        name = path.rsplit("/", 1)[-1]
-        if not any(fnmatch.fnmatchcase(name, p) for p in self.patterns):
+        if not any(path_matches(path, p) for p in self.patterns):
+            return False
+        if any(path_matches(path, p) for p in self.exclude):
             return False
         return self.include_tests or not self.is_test(path)
 
@@ -77,19 +142,23 @@ class Tree:
     text: str
     files: tuple[str, ...]  # the files shown, sorted
     dropped: int  # files left out to meet the budget
+    dropped_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)  # TREE_KINDS -> files left out
 
 
 def budgeted_tree(
     paths: Sequence[str], keep: Iterable[str], max_tokens: int, count_tokens: Callable[[str], int], salt: str
 ) -> Tree:
-    """The tree of `paths` within `max_tokens`, never dropping a path in `keep`."""
+    """The tree of `paths` within `max_tokens`, never dropping a path in `keep`; docs and
+    examples go first, then tests, then package source (see the module docstring)."""
     paths = sorted(set(paths))
     text = render_tree(paths)
     if count_tokens(text) <= max_tokens:
         return Tree(text, tuple(paths), 0)
     keep = set(keep)
+    # Kept first = dropped last.
     optional = sorted((p for p in paths if p not in keep),
-                      key=lambda p: hashlib.sha256(f"{salt}\0{p}".encode()).hexdigest())
+                      key=lambda p: (TREE_KINDS.index(file_kind(p)),
+                                     hashlib.sha256(f"{salt}\0{p}".encode()).hexdigest()))
 
     def tree_with(n: int) -> list[str]:
         return sorted(keep.union(optional[:n]))
@@ -102,7 +171,10 @@ def budgeted_tree(
         else:
             hi = mid - 1
     shown = tree_with(lo)
-    return Tree(render_tree(shown), tuple(shown), len(paths) - len(shown))
+    dropped: dict[str, int] = {}
+    for path in optional[lo:]:
+        dropped[file_kind(path)] = dropped.get(file_kind(path), 0) + 1
+    return Tree(render_tree(shown), tuple(shown), len(paths) - len(shown), dropped)
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:

@@ -1,11 +1,18 @@
 """Where instances come from: SWE-bench-format files, and read-only access to git repositories.
 
+Instance files are JSON arrays, JSONL, or Parquet (the format of dataset hubs), read by one
+loader, `load_instances`. Exports that name a field differently are read through `FIELD_ALIASES`
+(e.g. `golden_patch` for `patch`) or an explicit `{field: column}` mapping (`--field
+patch=golden_patch`), which wins over the aliases.
+
 Pre-patch sources are read straight from the object database (`git ls-tree -r -z` for the file
 list, one `git cat-file --batch` call for the contents): nothing is checked out, the user's working
 tree, index and HEAD are never touched, and no scratch worktree has to be cleaned up.
 
-Repository lookup for `--repos DIR`: an instance with `repo = "owner/name"` is read from
-`DIR/owner__name` (the SWE-bench image layout) if that directory exists, else from `DIR/name`.
+Repository lookup for `--repos DIR`: an instance with `repo = "owner/name"` is read from the first
+of `DIR/owner__name` (the SWE-bench image layout), `DIR/owner/name` (a tree of clones), `DIR/name`
+that exists, each also tried with a `.git` suffix (bare clones); a clone, a bare clone or a
+worktree all work.
 """
 from __future__ import annotations
 
@@ -20,6 +27,15 @@ from typing import Any, Iterable, Mapping
 from swe_rl_jax.data.records import iter_jsonl
 
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch")
+OPTIONAL_FIELDS = ("test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "created_at", "version",
+                   "environment_setup_commit", "requirements", "test_cmd")
+# Other names that real exports use for a field; the canonical name wins when both are present.
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {
+    "patch": ("golden_patch", "gold_patch"),
+    "FAIL_TO_PASS": ("fail_to_pass",),
+    "PASS_TO_PASS": ("pass_to_pass",),
+}
+REPOS_LAYOUT = "<owner>__<name> or <owner>/<name> (a clone, bare clone or worktree; <name>.git works too)"
 # Regular files only: symlinks (120000) hold a target path and gitlinks (160000) a commit.
 _REGULAR_MODES = (b"100644", b"100755")
 # Variables that would point git at another repository than the one we name with -C.
@@ -71,6 +87,32 @@ def _test_list(value: Any, where: str, field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def check_field_map(fields: Mapping[str, str]) -> None:
+    """`{canonical field: column of the export}`: the keys must be instance fields."""
+    known = REQUIRED_FIELDS + OPTIONAL_FIELDS
+    for field, column in fields.items():
+        if field not in known:
+            raise InputError(f"--field {field}={column}: {field!r} is not an instance field; "
+                             f"known: {', '.join(known)}")
+
+
+def canonical_fields(data: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
+    """`data` with each instance field filled from its explicit column (`fields`), else from its
+    first alias present, unless it is there under its own name."""
+    out = dict(data)
+    for field in REQUIRED_FIELDS + OPTIONAL_FIELDS:
+        if field in fields:
+            if fields[field] in data:
+                out[field] = data[fields[field]]
+            continue
+        if field not in out:
+            for alias in FIELD_ALIASES.get(field, ()):
+                if alias in data:
+                    out[field] = data[alias]
+                    break
+    return out
+
+
 def _requirements(value: Any, where: str) -> tuple[str, ...]:
     """`requirements`: a list of pip requirement strings, or one string of them, a line each."""
     if value is None or value == "":
@@ -83,12 +125,15 @@ def _requirements(value: Any, where: str) -> tuple[str, ...]:
 
 
 def instance_from_dict(data: Any, where: str) -> Instance:
-    """Validates one SWE-bench object; `where` ("file:line") prefixes every error."""
+    """Validates one SWE-bench object (canonical field names); `where` ("file:line") prefixes every error."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
     for field in REQUIRED_FIELDS:
         if field not in data:
-            raise InputError(f"{where}: missing field {field!r}")
+            aliases = FIELD_ALIASES.get(field, ())
+            hint = f" (nor {' or '.join(repr(a) for a in aliases)})" if aliases else ""
+            raise InputError(f"{where}: missing field {field!r}{hint}; map another column with "
+                             f"--field {field}=COLUMN")
         if not isinstance(data[field], str):
             raise InputError(f"{where}: field {field!r} must be a string, got {type(data[field]).__name__}")
     for field in ("instance_id", "repo"):
@@ -111,31 +156,49 @@ def instance_from_dict(data: Any, where: str) -> Instance:
     )
 
 
-def load_instances(path: str | Path, require_patch: bool = True) -> list[Instance]:
-    """Reads a JSON array or a JSONL file of SWE-bench instances, in file order.
+def _rows(path: Path) -> Iterable[tuple[str, Any]]:
+    """(where, row) of a Parquet file, a JSON array or a JSONL file (decided by suffix and content)."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
 
-    `require_patch=False` is for inference (`resolve`): a missing or null `patch` reads as "".
-    """
-    path = Path(path)
-
-    def parse(item: Any, where: str) -> Instance:
-        if not require_patch and isinstance(item, dict):
-            item = {**item, "patch": item.get("patch") or ""}
-        return instance_from_dict(item, where)
-
-    if not path.is_file():
-        raise InputError(f"instances file not found: {path}")
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as e:  # pyarrow raises ArrowInvalid / OSError subclasses on damaged files
+            raise InputError(f"{path}: not a readable Parquet file: {e}") from None
+        return ((f"{path}[{i}]", row) for i, row in enumerate(rows))
     with path.open("rb") as f:
         is_array = f.read(1024).lstrip().startswith(b"[")
     if not is_array:
-        return [parse(item, f"{path}:{lineno}") for lineno, item in iter_jsonl(path, InputError)]
+        return ((f"{path}:{lineno}", item) for lineno, item in iter_jsonl(path, InputError))
     try:
         items = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{e.lineno}: malformed JSON array: {e.msg}") from None
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text: {e}") from None
-    return [parse(item, f"{path}[{i}]") for i, item in enumerate(items)]
+    return ((f"{path}[{i}]", item) for i, item in enumerate(items))
+
+
+def load_instances(path: str | Path, require_patch: bool = True,
+                   fields: Mapping[str, str] | None = None) -> list[Instance]:
+    """Reads SWE-bench instances from a JSON array, a JSONL file or a Parquet file, in file order.
+
+    `fields` maps instance fields to the export's column names (see the module docstring).
+    `require_patch=False` is for inference (`resolve`): a missing or null `patch` reads as "".
+    """
+    path = Path(path)
+    fields = dict(fields or {})
+    check_field_map(fields)
+    if not path.is_file():
+        raise InputError(f"instances file not found: {path}")
+    out = []
+    for where, item in _rows(path):
+        if isinstance(item, dict):
+            item = canonical_fields(item, fields)
+            if not require_patch:
+                item["patch"] = item.get("patch") or ""
+        out.append(instance_from_dict(item, where))
+    return out
 
 
 class RepoLocator:
@@ -145,16 +208,28 @@ class RepoLocator:
         self.repos_dir = Path(repos_dir) if repos_dir is not None else None
         self.explicit = dict(explicit or {})
 
+    def candidates(self, repo: str) -> list[Path]:
+        """Where `repo` ("owner/name") may live under `repos_dir`, in lookup order."""
+        if self.repos_dir is None:
+            return []
+        owner, _, name = repo.rpartition("/")
+        names = [f"{owner}__{name}", f"{owner}/{name}", name] if owner else [name]
+        return [self.repos_dir / (n + suffix) for n in names for suffix in ("", ".git")]
+
     def find(self, repo: str) -> Path | None:
         if repo in self.explicit:
             return self.explicit[repo]
-        if self.repos_dir is None:
-            return None
-        owner_name = repo.replace("/", "__")
-        for candidate in (self.repos_dir / owner_name, self.repos_dir / repo.rsplit("/", 1)[-1]):
-            if candidate.is_dir():
-                return candidate
-        return None
+        return next((c for c in self.candidates(repo) if c.is_dir()), None)
+
+    def require_some(self, repos: Iterable[str]) -> None:
+        """InputError naming the expected layout when none of `repos` is found: a wrong layout,
+        not a few missing clones (those are counted per instance and reported)."""
+        names = sorted(set(repos))
+        if not names or any(self.find(r) is not None for r in names):
+            return
+        example = self.candidates(names[0])
+        raise InputError(f"none of the {len(names)} repositories the instances name is under {self.repos_dir}: "
+                         f"expected {REPOS_LAYOUT}, e.g. {example[0]} or {example[2]}")
 
 
 def run_git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
@@ -179,7 +254,7 @@ class GitRepo:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         run_git(self.path, "rev-parse", "--git-dir")  # fails fast on a directory that is not a repo
-        self._trees: collections.OrderedDict[str, dict[str, str]] = collections.OrderedDict()
+        self._trees: collections.OrderedDict[str, tuple[dict[str, str], frozenset[str]]] = collections.OrderedDict()
 
     def resolve(self, rev: str) -> str | None:
         """The full commit id of `rev`, or None when the repository has no such commit."""
@@ -193,26 +268,36 @@ class GitRepo:
 
     def tree(self, commit: str) -> dict[str, str]:
         """path → blob id of every regular file at `commit` (paths that are not UTF-8 are left out)."""
+        return self._listing(commit)[0]
+
+    def links(self, commit: str) -> frozenset[str]:
+        """The paths at `commit` that are symlinks or submodules (an edit must not write through them)."""
+        return self._listing(commit)[1]
+
+    def _listing(self, commit: str) -> tuple[dict[str, str], frozenset[str]]:
         if commit in self._trees:
             self._trees.move_to_end(commit)
             return self._trees[commit]
         out = run_git(self.path, "ls-tree", "-r", "-z", "--full-tree", commit)
         files: dict[str, str] = {}
+        links: set[str] = set()
         for entry in out.split(b"\0"):
             if not entry:
                 continue
             meta, _, raw_path = entry.partition(b"\t")
             mode, kind, blob = meta.split(b" ")
-            if kind != b"blob" or mode not in _REGULAR_MODES:
-                continue
             try:
-                files[raw_path.decode("utf-8")] = blob.decode()
+                path = raw_path.decode("utf-8")
             except UnicodeDecodeError:
                 continue
-        self._trees[commit] = files
+            if kind == b"blob" and mode in _REGULAR_MODES:
+                files[path] = blob.decode()
+            else:
+                links.add(path)
+        self._trees[commit] = files, frozenset(links)
         if len(self._trees) > _TREE_CACHE_SIZE:
             self._trees.popitem(last=False)
-        return files
+        return self._trees[commit]
 
     def read_blobs(self, blob_ids: Iterable[str]) -> dict[str, bytes]:
         """Contents of the given blobs, fetched with a single `git cat-file --batch`."""
@@ -241,6 +326,7 @@ class Snapshot:
         self.repo = repo
         self.commit = commit
         self.files = repo.tree(commit)
+        self.links = repo.links(commit)
         self._bytes: dict[str, bytes] = {}
 
     def read_bytes(self, paths: Iterable[str]) -> dict[str, bytes]:

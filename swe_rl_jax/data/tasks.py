@@ -19,6 +19,9 @@ from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.data.skeleton import budgeted_tree, file_skeleton
 from swe_rl_jax.data.windows import relevant_ranges, render_ranges, shown_lines
 
+# Role markers and headers a chat template adds to a system and a user message (Qwen: 13
+# tokens with the generation prompt; Llama 3's date header makes it about 30).
+CHAT_TEMPLATE_TOKENS = 32
 # Ranked files read per batch when looking for usable (UTF-8, parseable) distractor or related files.
 _LOOKAHEAD = 3
 
@@ -37,8 +40,9 @@ class TaskContext:
     events: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
     def prompt_tokens(self, system: str, user: str) -> int:
-        """Tokens of both messages (the chat template adds a few more)."""
-        return self.count_tokens(system) + self.count_tokens(user)
+        """Tokens of both messages plus what a chat template adds around them, so that a prompt
+        built to `max_prompt_tokens` still fits a training run's limit of the same size."""
+        return self.count_tokens(system) + self.count_tokens(user) + CHAT_TEMPLATE_TOKENS
 
     def fits(self, system: str, user: str) -> bool:
         return self.prompt_tokens(system, user) <= self.options.max_prompt_tokens
@@ -95,12 +99,19 @@ def _related_usable(prep: PreparedInstance, modified: list[str], k: int,
 def file_localization(prep: PreparedInstance, ctx: TaskContext) -> TaskRecord:
     gt = _gt_files(prep)
     opts = ctx.options
-    tree = budgeted_tree(prep.source_files, gt, opts.skeleton_max_tokens, ctx.count_tokens,
+    # A long issue shrinks the tree rather than losing the task: the tree gets what the prompt
+    # limit leaves after the issue and the instructions, at most its own budget.
+    room = opts.max_prompt_tokens - ctx.prompt_tokens(
+        prompts.SORFT_SYSTEM, prompts.file_localization(prep.instance.problem_statement, ""))
+    tree = budgeted_tree(prep.source_files, gt, min(opts.skeleton_max_tokens, room), ctx.count_tokens,
                          salt=prep.instance.instance_id)
     meta = {}
     if tree.dropped:
         ctx.events["truncated_skeleton"] += 1
+        for kind, n in tree.dropped_by_kind.items():
+            ctx.events[f"skeleton_dropped_{kind}_files"] += n
         meta["skeleton_dropped_files"] = tree.dropped
+        meta["skeleton_dropped_by_kind"] = tree.dropped_by_kind
     user = prompts.file_localization(prep.instance.problem_statement, tree.text)
     return _record(prep, "file_localization", prompts.SORFT_SYSTEM, user, ctx,
                    {"items": gt}, list(tree.files), {}, meta)

@@ -32,7 +32,8 @@ Decisions:
 - Errors name the file and the 1-based line number (malformed JSON, missing or mistyped fields,
   unknown subtask, a record whose subtask differs from its file's).
 
-This module and `seqio_tasks.py` are the only ones in the package that import TensorFlow.
+This module and `seqio_tasks.py` are the only ones in the package that use TensorFlow; both import
+it through `tensorflow_host.import_tensorflow` first.
 """
 from __future__ import annotations
 
@@ -43,11 +44,15 @@ import logging
 from pathlib import Path
 from typing import Any, Iterator
 
-import tensorflow_datasets as tfds
-from etils import epath
+from swe_rl_jax.data.tensorflow_host import import_tensorflow
 
-from swe_rl_jax.data.records import SPLITS, RecordFormatError, iter_jsonl
-from swe_rl_jax.subtasks import SUBTASKS
+import_tensorflow()  # before tensorflow_datasets imports it without the quieting
+
+import tensorflow_datasets as tfds  # noqa: E402
+from etils import epath  # noqa: E402
+
+from swe_rl_jax.data.records import SPLITS, RecordFormatError, iter_jsonl  # noqa: E402
+from swe_rl_jax.subtasks import SUBTASKS  # noqa: E402
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Agentless-style inference (METHODS.md §3): issue + repository at base commit → one patch.
+"""Agentless-style inference (docs/METHODS.md §3): issue + repository at base commit → one patch.
 
 Per instance, with a policy `respond(prompts, n) -> [[answer] * n per prompt]`:
 
@@ -18,6 +18,8 @@ Per instance, with a policy `respond(prompts, n) -> [[answer] * n per prompt]`:
    original files (`apply_search_replace`, Agentless semantics by default: first occurrence,
    failing blocks skipped; a block may name any file of the repository, or create one, which gets
    a final newline) and turned into a `git_diff`. Dropped, with the reason counted: `no_blocks`,
+   `invalid_path` (a block names a path that is unsafe to write: absolute, `..`, `.git`, control
+   characters, through a symlink or submodule; `rewards.paths.unsafe_path_reason`),
    `no_change` (nothing applied or nothing changed), `syntax_error` (a changed `.py` file no
    longer parses), `blank_lines_only` (the change only adds or removes blank lines),
    `no_code_change` (only comments or formatting change: the normalized patch below is empty).
@@ -51,7 +53,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, Collection, Iterable, Literal, Mapping, Optional, Sequence
 
 from swe_rl_jax.config import require
 from swe_rl_jax.data import prompts
@@ -64,13 +66,14 @@ from swe_rl_jax.data.windows import relevant_ranges, render_ranges
 from swe_rl_jax.rewards import (FormatError, after_think, apply_search_replace, git_diff, normalized_patch,
                                 parse_file_list, parse_function_locations, parse_line_locations,
                                 parse_search_replace)
+from swe_rl_jax.rewards.paths import unsafe_path_reason
 
 log = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
 Respond = Callable[[list[Messages], int], list[list[str]]]
 
-DROP_REASONS = ("no_blocks", "no_change", "syntax_error", "blank_lines_only", "no_code_change")
+DROP_REASONS = ("no_blocks", "invalid_path", "no_change", "syntax_error", "blank_lines_only", "no_code_change")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEFINED = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
 # Words too common in issues and code to say anything about where the bug is.
@@ -87,7 +90,8 @@ class AgentlessOptions:
     tree_max_tokens: int = 8192  # budget of the repository tree (chars/4 estimate)
     max_shown_lines: int = 800  # code lines per line/edit prompt
     semantics: Literal["agentless", "swe_rl"] = "agentless"  # how SEARCH/REPLACE blocks are applied
-    file_patterns: tuple[str, ...] = ("*.py",)
+    file_patterns: tuple[str, ...] = ("*.py",)  # source files: file-name patterns or path globs
+    exclude_patterns: tuple[str, ...] = ()  # e.g. `doc/**`
     include_tests: bool = False
     lexical_max_files: int = 5000  # files whose contents the lexical fallback reads
 
@@ -202,13 +206,16 @@ def vote_key(old_files: Mapping[str, str], new_files: Mapping[str, str]) -> str:
 
 
 def make_candidate(sample: int, answer: str, read: Callable[[Sequence[str]], dict[str, str]],
-                   semantics: str = "agentless") -> Candidate:
+                   semantics: str = "agentless", links: Collection[str] = ()) -> Candidate:
     """One repair answer → a candidate patch (or a dropped one, with the reason).
 
-    `read(paths)` returns the base contents of those paths that exist in the repository."""
+    `read(paths)` returns the base contents of those paths that exist in the repository; `links`
+    are its symlinks and submodules, which no block may write through."""
     edits = parse_search_replace(after_think(answer or ""))
     if isinstance(edits, FormatError) or not edits.blocks:
         return Candidate(sample, "", "", "no_blocks")
+    if any(unsafe_path_reason(b.written_path or b.path, links=links) for b in edits.blocks):
+        return Candidate(sample, "", "", "invalid_path")
     paths = list(dict.fromkeys(b.path for b in edits.blocks))
     old = read(paths)
     result = apply_search_replace(old, edits.blocks, semantics=semantics)
@@ -279,7 +286,7 @@ class _Repo:
 
     def __init__(self, snapshot: Snapshot, options: AgentlessOptions):
         self.snapshot = snapshot
-        self.filter = SourceFilter(options.file_patterns, options.include_tests)
+        self.filter = SourceFilter(options.file_patterns, options.include_tests, options.exclude_patterns)
         self.source_files = [p for p in snapshot.files if self.filter(p)]
         self._outlines: dict[str, Optional[tuple[Item, ...]]] = {}
         self._skeletons: dict[str, Optional[str]] = {}
@@ -438,7 +445,8 @@ def resolve_instance(inst: Instance, snapshot: Snapshot, respond: Respond, optio
     segments = {p: render_ranges(repo.lines(p), r, numbered=False) for p, r in edit_windows.items()}
     answers = _answer(respond, _message(prompts.edit_generation(issue, segments)), options.num_samples)
     res.responses["repair"] = answers
-    res.candidates = [make_candidate(k, a, repo.read, options.semantics) for k, a in enumerate(answers)]
+    res.candidates = [make_candidate(k, a, repo.read, options.semantics, snapshot.links)
+                      for k, a in enumerate(answers)]
     res.patch, res.votes = select_patch(res.candidates)
     res.status = "patch" if res.patch else "no_candidate"
     return res

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from swe_rl_jax.config import require
-from swe_rl_jax.data.sources import RepoLocator, load_instances
+from swe_rl_jax.data.sources import InputError, RepoLocator, load_instances
 from swe_rl_jax.eval.agentless import AgentlessOptions, Messages, resolve_all
 from swe_rl_jax.parallel import MeshConfig
 from swe_rl_jax.policy import ModelSource
@@ -22,7 +23,8 @@ from swe_rl_jax.sampling import SamplingParams
 @dataclass(frozen=True)
 class ResolveConfig:
     instances: str = ""  # SWE-bench instances (JSONL or JSON array); --instances
-    repos: str = ""  # directory of clones: <owner>__<name> or <name>; --repos
+    repos: str = ""  # directory of clones: <owner>__<name>, <owner>/<name> or <name>; --repos
+    fields: dict[str, str] = field(default_factory=dict)  # instance field -> column of the export (docs/DATA.md)
     out: str = "outputs/predictions.jsonl"  # --out
     trace_out: str = ""  # default: <out stem>.trace.jsonl next to `out`
     model: ModelSource = field(default_factory=ModelSource)
@@ -81,13 +83,20 @@ class SamplerPolicy:
 
 
 def run_resolve(config: ResolveConfig, respond: Optional[Any] = None) -> dict[str, Any]:
-    """Runs the pipeline with `respond` (default: the configured model on the JAX sampler)."""
-    instances = load_instances(config.instances, require_patch=False)
+    """Runs the pipeline with `respond` (default: the configured model on the JAX sampler).
+    Inputs are checked before the model loads: InputError when there is nothing to resolve."""
+    instances = load_instances(config.instances, require_patch=False, fields=config.fields)
     if config.instance_ids:
         wanted = set(config.instance_ids)
         instances = [i for i in instances if i.instance_id in wanted]
     if config.limit:
         instances = instances[: config.limit]
+    if not instances:
+        raise InputError(f"no instances to resolve in {config.instances} (after instance_ids / limit)")
+    if not Path(config.repos).is_dir():
+        raise InputError(f"--repos directory not found: {config.repos}")
+    locator = RepoLocator(config.repos)
+    locator.require_some(i.repo for i in instances)
     policy = None
     if respond is None:
         from swe_rl_jax.parallel import get_rules, make_mesh
@@ -96,7 +105,7 @@ def run_resolve(config: ResolveConfig, respond: Optional[Any] = None) -> dict[st
         model_config, params, tokenizer = load_policy(config.model, make_mesh(config.mesh), get_rules(config.rules))
         respond = policy = SamplerPolicy(model_config, params, tokenizer, config.localization, config.repair,
                                          config.max_prompt_tokens, config.seed)
-    summary = resolve_all(instances, RepoLocator(config.repos), respond, config.agentless, config.out,
+    summary = resolve_all(instances, locator, respond, config.agentless, config.out,
                           config.model_name or config.model.checkpoint, config.trace_out or None,
                           progress=config.progress)
     if policy is not None:

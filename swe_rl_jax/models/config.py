@@ -14,7 +14,8 @@ from swe_rl_jax.config import ConfigError, from_dict, require
 
 Family = Literal["qwen2", "qwen3", "llama"]
 DType = Literal["float32", "bfloat16"]
-AttentionImpl = Literal["dense", "chunked"]
+AttentionImpl = Literal["auto", "dense", "chunked", "splash", "cudnn"]
+ATTENTION_IMPLS: tuple[str, ...] = ("auto", "dense", "chunked", "splash", "cudnn")
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,10 @@ class ModelConfig:
     scan_layers: bool = True
     # Runtime switches (never read from or written to config.json): "dense" materialises the
     # [B, heads, S, T] float32 scores; "chunked" is the blockwise online-softmax attention
-    # (layers.chunked_attention) over blocks of `attention_chunk` queries and keys, O(S) memory.
+    # (layers.chunked_attention) over blocks of `attention_chunk` queries and keys, O(S) memory;
+    # "splash" the Pallas TPU kernel and "cudnn" cuDNN's fused attention (models/attention.py,
+    # where a kernel cannot express a call's mask it runs "chunked"); "auto" picks by the
+    # backend the program is compiled for: splash on TPU, cudnn on GPU, dense on CPU.
     attention_impl: AttentionImpl = "dense"
     attention_chunk: int = 512
     # Token ids written to generation_config.json on export.
@@ -94,9 +98,9 @@ class ModelConfig:
         require(self.rms_norm_eps > 0, "rms_norm_eps", "must be > 0")
         require(self.rope_theta > 0, "rope_theta", "must be > 0")
         require(
-            self.attention_impl in ("dense", "chunked"),
+            self.attention_impl in ATTENTION_IMPLS,
             "attention_impl",
-            f"must be 'dense' or 'chunked', got {self.attention_impl!r}",
+            f"must be one of {', '.join(ATTENTION_IMPLS)}, got {self.attention_impl!r}",
         )
         require(
             isinstance(self.attention_chunk, int) and not isinstance(self.attention_chunk, bool)

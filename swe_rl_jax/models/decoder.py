@@ -16,6 +16,7 @@ from typing import Any, Literal, Optional, Protocol
 import jax
 import jax.numpy as jnp
 
+from swe_rl_jax.models.attention import choose_impl, cudnn_attention, splash_attention
 from swe_rl_jax.models.config import ModelConfig
 from swe_rl_jax.models.layers import (
     AttentionMask, apply_rope, attention, chunked_attention, rms_norm, rope_tables, swiglu,
@@ -41,6 +42,12 @@ class ShardingHooks(Protocol):
     def activation(self, x: jax.Array, axes: tuple[str, ...]) -> jax.Array: ...
 
     def weight(self, w: jax.Array, axes: tuple[str, ...]) -> jax.Array: ...
+
+    def per_shard(self, fn: Any, args: tuple[jax.Array, ...], axes: tuple[tuple[Optional[str], ...], ...],
+                  out_axes: tuple[Optional[str], ...]) -> jax.Array:
+        """fn applied to each device's shards of `args` (laid out by their logical `axes`), its
+        output laid out by `out_axes` with args[0]'s shape: kernels XLA cannot partition."""
+        ...
 
 _REMAT_POLICIES = {
     "full": jax.checkpoint_policies.nothing_saveable,
@@ -85,11 +92,17 @@ def layer_qkv(
 
 
 def attend(
-    config: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | AttentionMask
+    config: ModelConfig, q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | AttentionMask,
+    impl: str = "dense", shard: Optional[ShardingHooks] = None,
 ) -> jax.Array:
-    """Attention of `q` [B, S, H, hd] over keys/values [B, T, K, hd]: block by block for a
-    compact mask (config.attention_impl == "chunked"), dense for an expanded [B, S, T] one."""
-    if isinstance(mask, AttentionMask):
+    """Attention of `q` [B, S, H, hd] over keys/values [B, T, K, hd] by `impl` (what
+    `attention.choose_impl` picked): dense over an expanded [B, S, T] mask, otherwise over the
+    compact `AttentionMask`."""
+    if impl == "splash":
+        return splash_attention(q, k, v, mask, config.attention_chunk, shard)
+    if impl == "cudnn":
+        return cudnn_attention(q, k, v, shard)
+    if impl == "chunked":
         return chunked_attention(q, k, v, mask, config.attention_chunk)
     return attention(q, k, v, mask)
 
@@ -113,6 +126,8 @@ def _layer(
     mask: jax.Array | AttentionMask,
     kv: Optional[tuple[jax.Array, jax.Array]],
     cache_index: Optional[jax.Array],
+    impl: str = "dense",
+    shard: Optional[ShardingHooks] = None,
     remat_attention: bool = False,
 ) -> tuple[jax.Array, Optional[tuple[jax.Array, jax.Array]]]:
     q, k, v = layer_qkv(config, x, lp, cos, sin)
@@ -123,7 +138,7 @@ def _layer(
         v_cache = jax.lax.dynamic_update_slice(v_cache, v.astype(v_cache.dtype), start)
         kv = (k_cache, v_cache)
         k, v = k_cache.astype(x.dtype), v_cache.astype(x.dtype)
-    core = lambda q, k, v, mask: attend(config, q, k, v, mask)  # noqa: E731
+    core = lambda q, k, v, mask: attend(config, q, k, v, mask, impl, shard)  # noqa: E731
     if remat_attention:
         core = jax.checkpoint(core)
     return layer_output(config, x, lp, core(q, k, v, mask)), kv
@@ -140,6 +155,7 @@ def hidden_states(
     remat: RematPolicy = "none",
     segment_ids: Optional[jax.Array] = None,
     shard: Optional[ShardingHooks] = None,
+    shared_prefix: bool = False,
 ) -> tuple[jax.Array, Optional[KVCache]]:
     """Final-norm hidden states [B, S, D] (compute dtype) and the updated cache.
 
@@ -148,9 +164,11 @@ def hidden_states(
     `tokens[:, 0]` is written (scalar int), required with a cache. segment_ids: [B, S] int for
     packed rows without a cache: a query attends only keys of its own segment and of a shared
     prefix (negative id: a GRPO group's prompt, seen by each of its responses); 0 is padding.
+    shared_prefix: say so when `segment_ids` may be negative (the fused kernels then step aside).
     shard: pins the residual stream's and each layer's weights' layouts (training on a mesh).
-    config.attention_impl: "dense" expands the mask to [B, S, T]; "chunked" keeps it compact
-    (`layers.AttentionMask`) and attends block by block (`layers.chunked_attention`).
+    config.attention_impl: "dense" expands the mask to [B, S, T]; the others keep it compact
+    (`layers.AttentionMask`): "chunked" attends block by block (`layers.chunked_attention`),
+    "splash" / "cudnn" run fused kernels where they apply (`models/attention.py`).
     """
     batch, seq = tokens.shape
     dtype = compute_dtype(config)
@@ -164,7 +182,11 @@ def hidden_states(
         q_segment=segment_ids,
         k_segment=segment_ids,
     )
-    mask = spec if config.attention_impl == "chunked" else spec.dense(batch)
+    # Kernels need the queries at the keys' own slots: no cache, or a prefill from slot 0 that
+    # fills the whole cache (a Python 0, so it is known while tracing).
+    aligned = cache is None or (isinstance(cache_index, int) and cache_index == 0 and num_slots == seq)
+    impl = choose_impl(config.attention_impl, spec, aligned, shard, shared_prefix)
+    mask = spec.dense(batch) if impl == "dense" else spec
     pin = shard.activation if shard is not None else (lambda x, _: x)
 
     cos, sin = rope_tables(config, positions)
@@ -178,7 +200,7 @@ def hidden_states(
         lp, kv = xs
         if shard is not None:  # cast first, so an FSDP gather moves compute-dtype bytes
             lp = {name: shard.weight(w.astype(dtype), layer_axes[name]) for name, w in lp.items()}
-        x, kv = _layer(config, x, lp, cos, sin, mask, kv, offset, remat_attention=remat == "attention")
+        x, kv = _layer(config, x, lp, cos, sin, mask, kv, offset, impl, shard, remat_attention=remat == "attention")
         return pin(x, ("batch", "length", "embed")), kv
 
     if remat in _REMAT_POLICIES:

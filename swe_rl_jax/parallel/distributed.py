@@ -1,19 +1,26 @@
-"""Multi-host runs: starting `jax.distributed`, and feeding each host only its rows of a batch.
+"""Multi-host runs: starting `jax.distributed`, feeding each host only its rows of a batch, and
+combining what the hosts did.
 
 Every process runs the same program over one global mesh. Each loads just the batch rows its
 own devices hold (`local_rows`) and `global_batch` stitches those host-local pieces into global
-arrays, so no host ever materializes the whole batch. CPU processes talk through gloo (JAX's
-default CPU collectives), which is what the localhost test uses; TPU pods and SLURM/GPU clusters
-fill in the coordinator, process count and id themselves (`auto`).
+arrays, so no host ever materializes the whole batch (`place_rows` does the same from a batch
+every host built). Work that runs outside the mesh (sampling, reward scoring) is split by
+`process_share` and combined by `gather_share` / `gather_objects`; `any_process` makes every
+host take the same decision (stop and save on a preemption notice one host received).
+CPU processes talk through gloo (JAX's default CPU collectives), which is what the localhost
+tests use; TPU pods and SLURM/GPU clusters fill in the coordinator, process count and id
+themselves (`auto`).
 """
 from __future__ import annotations
 
 import os
+import pickle
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from swe_rl_jax.config import require
 
@@ -52,12 +59,20 @@ def resolve(config: DistributedConfig, env: Mapping[str, str] = os.environ) -> D
     )
 
 
+_started = False
+
+
 def initialize(config: DistributedConfig = DistributedConfig(), env: Mapping[str, str] = os.environ) -> bool:
     """Starts `jax.distributed` for a multi-process run; returns False (and does nothing) for a
-    single-process one. Must run before anything touches a jax device."""
+    single-process one. Must run before anything touches a jax device; a second call (the main
+    job runs SFT then RL in one process) is a no-op."""
+    global _started
+    if _started:
+        return True
     config = resolve(config, env)
     if config.auto:
         jax.distributed.initialize(initialization_timeout=config.initialization_timeout)
+        _started = True
         return True
     if config.num_processes in (None, 1):
         return False
@@ -70,6 +85,7 @@ def initialize(config: DistributedConfig = DistributedConfig(), env: Mapping[str
         process_id=config.process_id,
         initialization_timeout=config.initialization_timeout,
     )
+    _started = True
     return True
 
 
@@ -93,3 +109,88 @@ def global_batch(
         k: jax.make_array_from_process_local_data(shardings[k], v, (global_rows, *v.shape[1:]))
         for k, v in local.items()
     }
+
+
+# --- Combining per-host work. Every function is the plain single-process operation when there is
+# one process, so callers need no branch; with several, each is a collective every process calls.
+
+def multi_process() -> bool:
+    return jax.process_count() > 1
+
+
+def process_share(n: int) -> slice:
+    """This process's contiguous share of `n` items (prompts): process p of P takes
+    [p*n//P, (p+1)*n//P)."""
+    p, count = jax.process_index(), jax.process_count()
+    return slice(p * n // count, (p + 1) * n // count)
+
+
+def barrier(name: str) -> None:
+    """Waits until every process got here (e.g. one host built a dataset the others read)."""
+    if multi_process():
+        multihost_utils.sync_global_devices(name)
+
+
+def any_process(flag: bool) -> bool:
+    """True on every process when it is true on any (e.g. one host received SIGTERM: all save
+    at the same step)."""
+    if not multi_process():
+        return bool(flag)
+    return bool(multihost_utils.process_allgather(np.int32(flag)).any())
+
+
+def gather_objects(obj: Any) -> list[Any]:
+    """Every process's picklable `obj`, in process order, on every process."""
+    if not multi_process():
+        return [obj]
+    data = np.frombuffer(pickle.dumps(obj), np.uint8)
+    sizes = multihost_utils.process_allgather(np.int64(data.size))
+    padded = np.zeros(int(sizes.max()), np.uint8)
+    padded[: data.size] = data
+    rows = multihost_utils.process_allgather(padded)
+    return [pickle.loads(row[: int(n)].tobytes()) for row, n in zip(rows, sizes)]
+
+
+def gather_share(items: Sequence[Any], fn: Callable[[Sequence[Any], int], list[Any]]) -> list[Any]:
+    """`fn(share, first)` on this process's share of `items` (first: the share's index in
+    `items`), the outputs of all processes concatenated in process order (so in item order when
+    fn returns its outputs in share order)."""
+    share = process_share(len(items))
+    return [x for part in gather_objects(fn(items[share], share.start)) for x in part]
+
+
+def to_host(tree: Any) -> Any:
+    """Numpy copies of a pytree of (global) arrays, whole on every process."""
+    if not multi_process():
+        return jax.tree.map(np.asarray, tree)
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def readable(tree: Any) -> Any:
+    """The tree as this host may read it: itself with one process, `to_host` copies otherwise."""
+    return to_host(tree) if multi_process() else tree
+
+
+def place_rows(batch: Mapping[str, np.ndarray], shardings: Mapping[str, jax.sharding.Sharding]) -> dict[str, jax.Array]:
+    """Global arrays from a host batch every process holds whole (e.g. built from gathered
+    rollouts): each process hands its devices only its own rows (`local_rows`)."""
+    if not multi_process():
+        return jax.device_put(dict(batch), dict(shardings))
+    rows = batch[next(iter(batch))].shape[0]
+    return global_batch({k: v[local_rows(shardings[k], v.shape)] for k, v in batch.items()}, shardings, rows)
+
+
+def local_replica(tree: Any, shardings: Any) -> Any:
+    """A copy of a pytree of global arrays on this process's devices only, laid out by
+    `shardings` (over a mesh of `jax.local_devices()`), e.g. the weights a host's own sampler
+    reads. Gathered through the hosts (`to_host`): simple, and as heavy as a host copy of the
+    weights; an on-device reshard replaces it for large models."""
+    if not multi_process():
+        return tree
+    return jax.device_put(to_host(tree), shardings)
+
+
+def local_value(x: jax.Array) -> Any:
+    """A replicated global array (a PRNG key, a scalar) as a host value this process can feed to
+    programs on its own devices."""
+    return np.asarray(x.addressable_data(0)) if multi_process() else x

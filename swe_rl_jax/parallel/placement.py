@@ -15,6 +15,8 @@ import numpy as np
 from swe_rl_jax.checkpoints.loader import load_hf
 from swe_rl_jax.models.config import ModelConfig
 from swe_rl_jax.models.params import Params, flatten, init_params
+from swe_rl_jax.parallel.distributed import local_replica, multi_process
+from swe_rl_jax.parallel.mesh import MeshConfig, make_mesh
 from swe_rl_jax.parallel.rules import Rules, param_shardings
 
 
@@ -43,3 +45,13 @@ def load_hf_sharded(
         return lambda leaf, array: place_on(shardings[leaf], array)
 
     return load_hf(path, dtype, place)
+
+
+def replica_on_host(config: ModelConfig, params: Params, rules: Rules) -> Params:
+    """What this host's own programs (its sampler, an eval) read: `params` themselves with one
+    process; with several, a copy on this process's devices laid out by `rules` over them
+    (`distributed.local_replica`)."""
+    if not multi_process():
+        return params
+    local_mesh = make_mesh(MeshConfig(fsdp=-1), jax.local_devices())
+    return local_replica(params, param_shardings(config, local_mesh, rules))

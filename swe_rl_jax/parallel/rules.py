@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
@@ -111,3 +111,12 @@ class MeshSharding:
     def weight(self, w: jax.Array, axes: tuple[str, ...]) -> jax.Array:
         compute_rules = {k: v for k, v in self.rules.items() if not set(v) & set(GATHERED_AXES)}
         return jax.lax.with_sharding_constraint(w, activation_sharding(self.mesh, compute_rules, axes, w.shape))
+
+    def per_shard(self, fn: Callable[..., jax.Array], args: tuple[jax.Array, ...],
+                  axes: tuple[tuple[Optional[str], ...], ...], out_axes: tuple[Optional[str], ...]) -> jax.Array:
+        """`jax.shard_map` of fn with each arg split by the rule layout of its logical axes (a
+        dimension the rules cannot divide stays whole, as everywhere): for kernels XLA cannot
+        partition (Pallas/Mosaic), which must see only their own shards."""
+        specs = tuple(logical_spec(a, x.shape, self.mesh, self.rules) for a, x in zip(axes, args))
+        out_spec = logical_spec(out_axes, args[0].shape, self.mesh, self.rules)
+        return jax.shard_map(fn, mesh=self.mesh, in_specs=specs, out_specs=out_spec, check_vma=False)(*args)

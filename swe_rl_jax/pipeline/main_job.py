@@ -33,6 +33,7 @@ from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.build import build_sample
 from swe_rl_jax.data.builder import format_summary
 from swe_rl_jax.data.records import read_split_records
+from swe_rl_jax.data.sample import SAMPLE_DIR
 from swe_rl_jax.data.sources import RepoLocator
 from swe_rl_jax.eval.baselines import baseline_outcomes
 from swe_rl_jax.eval.metrics import outcomes_to_json, summarize
@@ -57,7 +58,8 @@ class MainConfig:
     model: ModelSource = field(default_factory=ModelSource)
     synthesized: bool = True  # add the sample's synthesized tasks (data/sample/synth) to its issues
     sft_data: Literal["teacher", "ground_truth"] = "teacher"  # teacher responses (rejection-sampled) or the ground truth
-    teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path="data/sample/teacher_responses.jsonl"))
+    # The shipped sample's teacher answers, wherever the command runs from.
+    teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path=str(SAMPLE_DIR / "teacher_responses.jsonl")))
     rejection: RejectionConfig = field(default_factory=lambda: RejectionConfig(samples_per_prompt=5, num_workers=1))
     sft: SFTConfig = field(default_factory=SFTConfig)  # paths are set by the pipeline
     rl: RLConfig = field(default_factory=RLConfig)  # paths and model are set by the pipeline

@@ -29,7 +29,7 @@ from swe_rl_jax.rewards.limits import (
     run_guarded,
     time_limit,
 )
-from swe_rl_jax.rewards.localization import SUBTASKS, localization_reward, normalize_item
+from swe_rl_jax.rewards.localization import LEVELS, localization_reward, normalize_item
 from swe_rl_jax.rewards.parsers import (
     FileList,
     FunctionLocations,
@@ -65,7 +65,7 @@ from swe_rl_jax.rewards.swe_rl import patch_similarity, swe_rl_discrete_reward, 
 
 __all__ = [
     "DEFAULT_BETA", "DEFAULT_TIME_LIMIT_S", "EDIT_MODES", "MAX_EDITED_FILE_CHARS",
-    "MAX_RESPONSE_CHARS", "SUBTASKS", "EditResult", "FileList", "FormatError",
+    "MAX_RESPONSE_CHARS", "LEVELS", "EditResult", "FileList", "FormatError",
     "FunctionLocations", "GuardedReward", "LineLocations", "RewardPool", "RewardSpec",
     "RewardTask", "RewardTimeout", "SearchReplaceBlock", "SearchReplaceEdits", "ThinkSolution",
     "WorkerStartError", "after_think", "answer_region", "apply_search_replace", "changed_line_items",

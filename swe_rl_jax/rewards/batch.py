@@ -13,22 +13,30 @@ last made progress:
   that dies gives its current task the `internal_error` outcome and is replaced. The unfinished
   rest of its chunk goes back to the queue, so every other task completes.
 A new chunk is only sent to a worker whose previous chunk is fully answered, so parent and worker
-never both block sending. Results come back in task order whatever the completion order. Tasks
+never both block sending. A chunk holds at most 1/num_workers of a group (consecutive tasks whose
+metadata values are the same objects, e.g. the rollouts of one GRPO prompt): a group's tasks cost
+about the same, so a slow group is spread over the workers instead of landing on one. Results come back in task order whatever the completion order. Tasks
 are picklable descriptions (`RewardTask`: registry name, metadata, response), never callables.
 Workers start with "forkserver" where available (the trainer process holds JAX threads; forking
 it is unsafe), else "spawn"; like any spawn-style pool this re-imports the main module, which
 must therefore be import-safe. `num_workers=1`, a single task, or a pool that cannot start
-scores in-process with the same function, so the results are the same either way.
+scores in-process with the same function, so the results are the same either way. A worker exits
+as soon as the process that started the pool is gone, even a `kill -9`ed one, instead of running
+its current reward to the end.
 """
 from __future__ import annotations
 
 import collections
+import ctypes
 import dataclasses
 import logging
+import math
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import sys
+import threading
 import time
 import typing
 from multiprocessing.reduction import ForkingPickler
@@ -43,6 +51,7 @@ DEFAULT_GRACE_S = 2.0
 STARTUP_TIMEOUT_S = 60.0
 MAX_CHUNK = 16
 _READY = "ready"
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,9 +70,27 @@ def score_task(task: RewardTask, timeout_s: float | None = DEFAULT_TIME_LIMIT_S)
     return run_guarded(spec.min_score, timeout_s, spec.fn, task.meta, task.response)
 
 
+def _exit_with_parent() -> None:
+    """Ends this worker when the process that started the pool dies: a watchdog thread waits on
+    the parent's sentinel; on Linux under the fork server (a single-threaded process that exits
+    with the parent) the kernel also kills the worker then, even while a reward holds the GIL."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+    if sys.platform == "linux" and os.getppid() != parent.pid:
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def _worker_main(conn: multiprocessing.connection.Connection, timeout_s: float) -> None:
     # Ctrl-C is the parent's business; it tears workers down itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent()
     conn.send(_READY)
     while True:
         try:
@@ -188,11 +215,14 @@ class RewardPool:
         queue = collections.deque(range(len(tasks)))
         # Several chunks per worker keep the load balanced when samples differ in cost.
         chunk_size = max(1, min(MAX_CHUNK, len(tasks) // (4 * len(self._workers) or 1)))
+        group, group_cap = _groups(tasks, max(1, len(self._workers)))
 
         def dispatch(worker: _Worker) -> None:
             chunk = []
-            while queue and len(chunk) < chunk_size:
+            taken: collections.Counter[int] = collections.Counter()
+            while queue and len(chunk) < chunk_size and taken[group[queue[0]]] < group_cap[group[queue[0]]]:
                 i = queue.popleft()
+                taken[group[i]] += 1
                 chunk.append((i, tasks[i], min_scores[i]))
             if not chunk:
                 return
@@ -265,6 +295,25 @@ class RewardPool:
         for i in queue:  # only left when every worker was dropped
             results[i] = score_task(tasks[i], self.timeout_s)
         return typing.cast(list[RewardResult], results)  # every slot was filled above
+
+
+def _same_group(a: RewardTask, b: RewardTask) -> bool:
+    return a.reward == b.reward and (a.meta is b.meta or (
+        a.meta.keys() == b.meta.keys() and all(a.meta[k] is b.meta[k] for k in a.meta)))
+
+
+def _groups(tasks: Sequence[RewardTask], num_workers: int) -> tuple[list[int], list[int]]:
+    """(group id per task, per group the most of its tasks one chunk may hold): a group is a run
+    of consecutive tasks of one reward whose metadata values are the same objects."""
+    group: list[int] = []
+    sizes: list[int] = []
+    for k, task in enumerate(tasks):
+        if k and _same_group(tasks[k - 1], task):
+            sizes[-1] += 1
+        else:
+            sizes.append(1)
+        group.append(len(sizes) - 1)
+    return group, [math.ceil(n / num_workers) for n in sizes]
 
 
 def score_batch(

@@ -1,7 +1,7 @@
 """Execution rewards: do the instance's tests pass with the response's edits? (the harness, harness/)
 
-- `tests_pass`: −1 for a format error (the SWE-RL rules of swe_rl.py: envelope, blocks, every
-  block applies to the shown files); else 1.0 when every FAIL_TO_PASS and PASS_TO_PASS test of the
+- `tests_pass`: −1 for a format error (the SWE-RL rules of swe_rl.py: envelope, blocks in the
+  paper's fenced format, every block applies to the shown files); else 1.0 when every FAIL_TO_PASS and PASS_TO_PASS test of the
   instance passes with the edits and the instance's test patch applied, 0.0 otherwise (a test run
   that times out scores 0.0: the edits made the tests hang).
 - `tests_pass_similarity`: −1 for a format error; else w · tests_pass + (1 − w) · the SWE-RL
@@ -152,7 +152,7 @@ def compute_execution(meta: Mapping[str, Any], response: str, with_similarity: b
     if isinstance(envelope, FormatError):
         return SWE_RL_MIN_SCORE, envelope.info()
     context = normalize_file_keys(meta["code_context"])
-    pred = predicted_contents(context, envelope.answer)
+    pred = predicted_contents(context, envelope.answer, fenced=True)
     if isinstance(pred, FormatError):
         return SWE_RL_MIN_SCORE, pred.info()
     new_contents, parse_info = pred

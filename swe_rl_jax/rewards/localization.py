@@ -29,7 +29,7 @@ from swe_rl_jax.rewards.parsers import (
     parse_line_locations,
 )
 
-SUBTASKS = ("file", "function", "line")
+LEVELS = ("file", "function", "line")  # item kinds; the subtasks that use them: swe_rl_jax/subtasks.py
 LOCALIZATION_MIN_SCORE = 0.0
 _MAX_LISTED_ABSENT = 10
 
@@ -128,12 +128,12 @@ def localization_reward(
 ) -> tuple[float, dict]:
     """SoRFT localization reward in [0, 1] (see the module docstring for items and rules).
 
-    `subtask` must be one of SUBTASKS (ValueError otherwise: that is a caller bug, not a bad
+    `subtask` must be one of LEVELS (ValueError otherwise: that is a caller bug, not a bad
     response). info: `kind` ("ok", "empty_answer", "absent_items", ...), and on success
     `tp`/`n_pred`/`n_gold`/`precision`/`recall`. Never raises for any response; timeouts and
     internal errors score 0.
     """
-    if subtask not in SUBTASKS:
-        raise ValueError(f"subtask must be one of {SUBTASKS}, got {subtask!r}")
+    if subtask not in LEVELS:
+        raise ValueError(f"subtask must be one of {LEVELS}, got {subtask!r}")
     return run_guarded(LOCALIZATION_MIN_SCORE, time_limit_s, compute_localization,
                        subtask, response, ground_truth, candidates, beta)

@@ -20,6 +20,7 @@ SOLUTION_OPEN, SOLUTION_CLOSE = "<solution>", "</solution>"
 FENCE = "```"
 _BULLETS = ("- ", "* ", "+ ", "• ")
 _STRIP_CHARS = "`'\""
+_PATH_EDGE_CHARS = _STRIP_CHARS + ":"  # stripped from both ends of a path
 # Line numbers beyond this many digits are not line numbers (and int() of huge digit strings is slow).
 _MAX_LINE_DIGITS = 9
 _ENTRY_KEYS = frozenset({"file", "class", "function", "method", "variable", "line", "lines"})
@@ -66,26 +67,50 @@ def answer_region(text: str) -> str:
 # ---------------------------------------------------------------- paths
 
 
-def _strip_list_marker(s: str) -> str:
-    for bullet in _BULLETS:
-        if s.startswith(bullet):
-            return s[len(bullet):].lstrip()
+def _list_marker_end(s: str, i: int, end: int) -> int:
+    """End of a bullet ("- ") or numbering ("1. ", "2) ") starting at s[i], else i."""
+    if s.startswith(_BULLETS, i, end):
+        return i + 2
     digits = 0
-    while digits < len(s) and digits < 4 and s[digits].isascii() and s[digits].isdigit():
+    while i + digits < end and digits < 4 and s[i + digits].isascii() and s[i + digits].isdigit():
         digits += 1
-    if 0 < digits < len(s) - 1 and s[digits] in ".)" and s[digits + 1].isspace():
-        return s[digits + 2:].lstrip()
-    return s
+    k = i + digits
+    if digits and k + 1 < end and s[k] in ".)" and s[k + 1].isspace() and k + 2 < end:
+        return k + 2
+    return i
 
 
-def normalize_path(raw: str) -> str:
+def normalize_path(raw: str, keep_root: bool = False) -> str:
     """Canonical repository-relative path: no surrounding whitespace, bullets, numbering,
     backticks or quotes, no trailing ':', no leading './' or '/'. Used for answers, headers,
-    ground truth and candidates alike, so that they compare equal."""
-    s = _strip_list_marker(raw.strip()).strip().strip(_STRIP_CHARS + ":").strip()
-    while s.startswith("./"):
-        s = s[2:]
-    return s.lstrip("/")
+    ground truth and candidates alike, so that they compare equal.
+
+    Decorations are stripped in any order until none is left, so the result is a fixed point:
+    normalize_path(normalize_path(p)) == normalize_path(p) ("/./a.py" is "a.py"). One pass over
+    the stripped characters. `keep_root=True` keeps leading './' and '/' (the path as written,
+    to tell an absolute path from a relative one)."""
+    end = len(raw)
+    while end and (raw[end - 1].isspace() or raw[end - 1] in _PATH_EDGE_CHARS):
+        end -= 1
+    i = 0
+    while i < end:
+        c = raw[i]
+        if c.isspace() or c in _PATH_EDGE_CHARS:
+            i += 1
+        elif not keep_root and c == "/":
+            i += 1
+        elif not keep_root and raw.startswith("./", i, end):
+            i += 2
+        else:
+            marker_end = _list_marker_end(raw, i, end)
+            if marker_end == i:
+                break
+            i = marker_end
+    return raw[i:end]
+
+
+def _strip_list_marker(s: str) -> str:
+    return s[_list_marker_end(s, 0, len(s)):].lstrip()
 
 
 def looks_like_path(s: str) -> bool:

@@ -8,7 +8,7 @@ reward registered at import time of any importable module is reachable from a co
 pool workers (which do not share the parent's in-memory registry under spawn/forkserver).
 
 Built-in rewards and the `meta` keys they read:
-  swe_rl, swe_rl_discrete        code_context, oracle_new_content
+  swe_rl, swe_rl_lenient, swe_rl_discrete  code_context, oracle_new_content
   sorft_edit, sorft_edit_similarity  code_context, oracle_new_content, beta (optional, 3.0)
   sorft_file, sorft_function, sorft_line  ground_truth, candidates, beta (optional, 3.0)
   tests_pass                     code_context, instance_id, execution (rewards/execution.py)
@@ -43,10 +43,15 @@ def register_reward(name: str, fn: RewardFn, min_score: float) -> None:
 
 
 def get_reward_spec(name: str) -> RewardSpec:
-    """The spec for `name` or "module:name"; KeyError listing the known names otherwise."""
+    """The spec for `name` or "module:name"; KeyError listing the known names otherwise (also when
+    the module of a "module:name" cannot be imported)."""
     module, sep, short = name.rpartition(":")
     if sep and short not in _REGISTRY:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except (ImportError, ValueError) as e:  # ValueError: an empty module name
+            raise KeyError(f"unknown reward {name!r}: cannot import module {module!r} ({e}); "
+                           f"registered: {sorted(_REGISTRY)}") from None
     key = short if sep else name
     if key not in _REGISTRY:
         raise KeyError(f"unknown reward {name!r}; registered: {sorted(_REGISTRY)}")
@@ -93,6 +98,10 @@ def _swe_rl(meta: Mapping[str, Any], response: str) -> RewardResult:
     return swe_rl.compute_swe_rl(meta["code_context"], meta["oracle_new_content"], response, False)
 
 
+def _swe_rl_lenient(meta: Mapping[str, Any], response: str) -> RewardResult:
+    return swe_rl.compute_swe_rl(meta["code_context"], meta["oracle_new_content"], response, False, fenced=False)
+
+
 def _swe_rl_discrete(meta: Mapping[str, Any], response: str) -> RewardResult:
     return swe_rl.compute_swe_rl(meta["code_context"], meta["oracle_new_content"], response, True)
 
@@ -112,6 +121,7 @@ def _localization_reward(subtask: str) -> RewardFn:
 
 
 register_reward("swe_rl", _swe_rl, swe_rl.SWE_RL_MIN_SCORE)
+register_reward("swe_rl_lenient", _swe_rl_lenient, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("swe_rl_discrete", _swe_rl_discrete, swe_rl.SWE_RL_MIN_SCORE)
 register_reward("sorft_edit", _edit_reward("lines"), edit.EDIT_MIN_SCORE)
 register_reward("sorft_edit_similarity", _edit_reward("similarity"), edit.EDIT_MIN_SCORE)
@@ -126,6 +136,6 @@ def _execution_reward(with_similarity: bool) -> RewardFn:
 
 register_reward("tests_pass", _execution_reward(False), swe_rl.SWE_RL_MIN_SCORE)
 register_reward("tests_pass_similarity", _execution_reward(True), swe_rl.SWE_RL_MIN_SCORE)
-for _subtask in localization.SUBTASKS:
+for _subtask in localization.LEVELS:
     register_reward(f"sorft_{_subtask}", _localization_reward(_subtask),
                     localization.LOCALIZATION_MIN_SCORE)

@@ -1,9 +1,18 @@
 """SEARCH/REPLACE blocks: parsing, and applying them to file contents.
 
 Block format (docs/METHODS.md §3): a `### path` header line, then the exact marker lines
-`<<<<<<< SEARCH`, `=======`, `>>>>>>> REPLACE`; the block may sit in a code fence (with or without a
-language tag, the fence line may come before or after the header). Parsing is one pass over the
-lines with a three-state machine, so nested or repeated markers cost linear time.
+`<<<<<<< SEARCH`, `=======`, `>>>>>>> REPLACE`. Two parsers share one pass over the lines (a
+three-state machine, so nested or repeated markers cost linear time):
+
+- lenient (SoRFT edit reward, Agentless inference): the block may sit in a code fence or not (with
+  or without a language tag, the fence line may come before or after the header), and the header
+  may be any line starting with `###`;
+- the paper's fence rule (`fenced=True`, the `swe_rl` reward): a line containing ``` directly
+  before a `### path` header directly before `<<<<<<< SEARCH`, and a line starting with ``` directly
+  after `>>>>>>> REPLACE`. Several blocks may share one fence: a block's header may then follow the
+  previous block's `>>>>>>> REPLACE` (blank lines between allowed), and the fence closes after the
+  last. A fence line that closed blocks does not open the next ones. Blocks that break the rule
+  count as malformed. docs/REWARDS.md lists how this differs from Meta's published reward.
 """
 from __future__ import annotations
 
@@ -12,11 +21,12 @@ from typing import Any, Literal, Mapping, Sequence
 
 from swe_rl_jax.rewards.errors import FormatError
 from swe_rl_jax.rewards.limits import MAX_EDITED_FILE_CHARS
-from swe_rl_jax.rewards.parsers import is_fence_line, normalize_path
+from swe_rl_jax.rewards.parsers import FENCE, is_fence_line, normalize_path
 
 SEARCH_MARKER = "<<<<<<< SEARCH"
 DIVIDER = "======="
 REPLACE_MARKER = ">>>>>>> REPLACE"
+PAPER_HEADER = "### "
 
 Semantics = Literal["swe_rl", "agentless"]
 
@@ -26,6 +36,9 @@ class SearchReplaceBlock:
     path: str  # normalized
     search: str  # lines joined by "\n", no trailing newline; "" = create the file
     replace: str
+    # The header's path before its leading './' or '/' were dropped ("" = `path`): what code
+    # writing the edit to disk checks (`rewards.paths.unsafe_path_reason`). Not part of equality.
+    written_path: str = dataclasses.field(default="", compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,52 +47,97 @@ class SearchReplaceEdits:
     malformed: int  # marker sequences that did not form a block (no header, unterminated, ...)
 
 
-def _header_path(lines: list[str], marker_at: int) -> str | None:
+@dataclasses.dataclass(frozen=True)
+class _Located:
+    block: SearchReplaceBlock
+    header: int  # line index of the `###` header
+    marker: int  # line index of `<<<<<<< SEARCH`
+    end: int  # line index of `>>>>>>> REPLACE`
+
+
+def _header_at(lines: list[str], marker_at: int) -> int | None:
+    """Index of the `###` header of the SEARCH marker at `marker_at` (a fence line may sit between)."""
     j = marker_at - 1
     if j >= 0 and is_fence_line(lines[j]):
         j -= 1
-    if j < 0 or not lines[j].startswith("###"):
+    if j < 0 or not lines[j].startswith("###") or not normalize_path(lines[j].lstrip("#")):
         return None
-    return normalize_path(lines[j].lstrip("#")) or None
+    return j
 
 
-def parse_search_replace(text: str) -> SearchReplaceEdits | FormatError:
-    """All well-formed blocks, in order. A SEARCH text may not contain a `=======` line (the first
-    one ends it); a REPLACE text may (reStructuredText headings are real code). A new
-    `<<<<<<< SEARCH` inside an unfinished block abandons that block as malformed."""
-    lines = text.split("\n")
-    blocks: list[SearchReplaceBlock] = []
+def _scan(lines: list[str]) -> tuple[list[_Located], int]:
+    """Every well-formed block with its line positions, and the count of malformed ones. A SEARCH
+    text may not contain a `=======` line (the first one ends it); a REPLACE text may
+    (reStructuredText headings are real code). A new `<<<<<<< SEARCH` inside an unfinished block
+    abandons that block as malformed."""
+    found: list[_Located] = []
     malformed = 0
     state = "out"
-    path = ""
-    start = divider = 0
+    header = start = divider = 0
     for i, line in enumerate(lines):
         if line == SEARCH_MARKER:
             if state != "out":
                 malformed += 1
-            header = _header_path(lines, i)
-            if header is None:
+            at = _header_at(lines, i)
+            if at is None:
                 malformed += 1
                 state = "out"
             else:
-                state, start, path = "search", i + 1, header
+                state, start, header = "search", i + 1, at
         elif state == "search" and line == DIVIDER:
             state, divider = "replace", i
         elif state == "search" and line == REPLACE_MARKER:
             malformed += 1
             state = "out"
         elif state == "replace" and line == REPLACE_MARKER:
-            search = "\n".join(lines[start:divider])
-            replace = "\n".join(lines[divider + 1:i])
-            blocks.append(SearchReplaceBlock(path, search, replace))
+            written = lines[header].lstrip("#")
+            block = SearchReplaceBlock(normalize_path(written), "\n".join(lines[start:divider]),
+                                       "\n".join(lines[divider + 1:i]), normalize_path(written, keep_root=True))
+            found.append(_Located(block, header, start - 1, i))
             state = "out"
     if state != "out":
         malformed += 1
-    if not blocks:
+    return found, malformed
+
+
+def _paper_fenced(lines: list[str], found: list[_Located]) -> tuple[list[_Located], int]:
+    """The blocks that follow the paper's fence rule (module docstring), and how many did not."""
+    kept: list[_Located] = []
+    group: list[_Located] = []  # blocks of the fence being read, not closed yet
+    closer = -1  # the fence line that closed the last group
+    rejected = 0
+    for loc in found:
+        well_headed = loc.header == loc.marker - 1 and lines[loc.header].startswith(PAPER_HEADER)
+        continues = bool(group) and all(not line.strip() for line in lines[group[-1].end + 1:loc.header])
+        if group and not continues:  # the previous fence never closed
+            rejected += len(group)
+            group = []
+        opens = loc.header >= 1 and FENCE in lines[loc.header - 1] and loc.header - 1 != closer
+        if not well_headed or not (continues or opens):
+            rejected += 1
+            continue
+        group.append(loc)
+        after = loc.end + 1
+        if after < len(lines) and lines[after].startswith(FENCE):
+            kept += group
+            group, closer = [], after
+    return kept, rejected + len(group)
+
+
+def parse_search_replace(text: str, fenced: bool = False) -> SearchReplaceEdits | FormatError:
+    """All well-formed blocks, in order (`fenced`: only those that follow the paper's fence rule;
+    see the module docstring)."""
+    lines = text.split("\n")
+    found, malformed = _scan(lines)
+    if fenced:
+        found, rejected = _paper_fenced(lines, found)
+        malformed += rejected
+    if not found:
+        rule = " in the paper's fenced format" if fenced else ""
         return FormatError(
-            "no_blocks", "no well-formed SEARCH/REPLACE block", {"malformed_blocks": malformed}
+            "no_blocks", f"no well-formed SEARCH/REPLACE block{rule}", {"malformed_blocks": malformed}
         )
-    return SearchReplaceEdits(tuple(blocks), malformed)
+    return SearchReplaceEdits(tuple(loc.block for loc in found), malformed)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,16 +1,21 @@
-"""The SWE-RL reward (docs/METHODS.md §2) and its discrete ablation.
+"""The SWE-RL reward (docs/METHODS.md §2), its lenient-format variant and its discrete ablation.
 
 Reward, in order:
 1. −1 for any format error: a `<think>`/`</think>`/`<solution>`/`</solution>` count ≠ 1 or tags
-   out of order, empty reasoning, no well-formed SEARCH/REPLACE block in the solution, a block
-   whose SEARCH equals its REPLACE, a SEARCH not found at a line start, an empty SEARCH on a file
-   that has content, an edit growing a file past the size cap, or a response past the length cap.
+   out of order, empty reasoning, no SEARCH/REPLACE block in the paper's fenced format in the
+   solution (`swe_rl_lenient`: any well-formed block, fenced or not, see `search_replace.py`), a
+   block whose SEARCH equals its REPLACE, a SEARCH not found at a line start, an empty SEARCH on a
+   file that has content, an edit growing a file past the size cap, or a response past the length
+   cap.
 2. Apply the blocks (replace every occurrence; line-start anchored; absent file = empty content).
 3. Normalized patch per file for the prediction and for the oracle (`diffs.normalized_patch`);
    unchanged files dropped.
 4. Per file in the union: `SequenceMatcher(None, pred, oracle, autojunk=False).ratio()`, 0 if the
    file is missing on one side (computed by `similarity.sequence_ratio`, same value, faster).
 5. Mean over files; 1.0 when neither side changes anything.
+
+Every deliberate difference from Meta's published implementation, with an example each:
+docs/REWARDS.md.
 """
 from __future__ import annotations
 
@@ -32,11 +37,12 @@ def normalize_file_keys(files: Mapping[str, str]) -> dict[str, str]:
 
 
 def predicted_contents(
-    code_context: Mapping[str, str], answer: str
+    code_context: Mapping[str, str], answer: str, fenced: bool = False
 ) -> tuple[dict[str, str], dict[str, Any]] | FormatError:
-    """Parses the SEARCH/REPLACE blocks of `answer` and applies them with SWE-RL semantics.
-    Returns (path → new content of each edited file, parse info) or the first FormatError."""
-    edits = parse_search_replace(answer)
+    """Parses the SEARCH/REPLACE blocks of `answer` (`fenced`: the paper's fence rule) and applies
+    them with SWE-RL semantics. Returns (path → new content of each edited file, parse info) or
+    the first FormatError."""
+    edits = parse_search_replace(answer, fenced)
     if isinstance(edits, FormatError):
         return edits
     applied = apply_search_replace(code_context, edits.blocks, "swe_rl")
@@ -82,15 +88,16 @@ def _patches_equal(
 
 
 def compute_swe_rl(code_context: Mapping[str, str], oracle_new_content: Mapping[str, str],
-                   response: str, discrete: bool) -> RewardResult:
+                   response: str, discrete: bool, fenced: bool = True) -> RewardResult:
     """The unguarded reward (may raise on bad metadata); callers use the `*_reward` wrapper or
-    the registry, which add the time limit and the catch-all."""
+    the registry, which add the time limit and the catch-all. `fenced`: the paper's format rule
+    for SEARCH/REPLACE blocks; False accepts the lenient format."""
     error = check_response(response)
     envelope = parse_think_solution(response) if error is None else error
     if isinstance(envelope, FormatError):
         return SWE_RL_MIN_SCORE, envelope.info()
     context = normalize_file_keys(code_context)
-    pred = predicted_contents(context, envelope.answer)
+    pred = predicted_contents(context, envelope.answer, fenced)
     if isinstance(pred, FormatError):
         return SWE_RL_MIN_SCORE, pred.info()
     new_contents, parse_info = pred
@@ -104,9 +111,11 @@ def swe_rl_reward(
     oracle_new_content: dict[str, str],
     response: str,
     *,
+    fenced: bool = True,
     time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
 ) -> tuple[float, dict]:
     """SWE-RL reward of `response` (see the module docstring): −1 or a value in [0, 1].
+    `fenced=False` is the lenient format of `swe_rl_lenient`.
 
     code_context: path → original content of the files shown to the model.
     oracle_new_content: path → post-patch content of each file the oracle patch changes.
@@ -114,7 +123,7 @@ def swe_rl_reward(
     `n_blocks`/`malformed_blocks`. Never raises; timeouts and internal errors score −1.
     """
     return run_guarded(SWE_RL_MIN_SCORE, time_limit_s, compute_swe_rl,
-                       code_context, oracle_new_content, response, False)
+                       code_context, oracle_new_content, response, False, fenced)
 
 
 def swe_rl_discrete_reward(

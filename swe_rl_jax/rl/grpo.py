@@ -14,13 +14,15 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from swe_rl_jax.parallel.distributed import place_rows, to_host
 from swe_rl_jax.rl.advantages import GroupAccumulator, group_advantages
 from swe_rl_jax.rl.config import GRPOConfig
+from swe_rl_jax.rl.host_sampling import sample_and_score
 from swe_rl_jax.rl.objectives import finalize_metrics
 from swe_rl_jax.rl.policy_update import (Prompt, PolicyUpdater, ScoreFn, TrainerSetup, UpdateConfig, merge_step_aux,
                                          reward_metrics)
 from swe_rl_jax.rl.rollout import build_group_batch, overlong_penalty
-from swe_rl_jax.sampling import SampleResult, SamplingParams, generate
+from swe_rl_jax.sampling import SampleResult, SamplingParams
 from swe_rl_jax.train import TrainState
 
 
@@ -40,10 +42,9 @@ class GRPOTrainer(PolicyUpdater):
         while True:
             prompts = next_prompts(target - acc.num_informative if acc.rounds else target)
             key = jax.random.fold_in(jax.random.fold_in(state.rng, position), acc.rounds)
-            results = generate(self.cfg, state.params, [p for p, _ in prompts], self.sampling, key,
-                               tokenizer=self.tokenizer)
+            results, scored = sample_and_score(self.cfg, self.rollout_params(state.params), prompts,
+                                               self.sampling, key, score, self.tokenizer)
             g = self.grpo.group_size
-            scored = score([prompts[r.prompt_index][1] for r in results], results)
             rewards = np.array([s for s, _ in scored], np.float64).reshape(len(prompts), g)
             if self.update.overlong == "penalty":
                 lengths = np.array([r.length for r in results]).reshape(len(prompts), g)
@@ -92,14 +93,14 @@ class GRPOTrainer(PolicyUpdater):
         pass); otherwise `logp_old` is recomputed once with the sampling params."""
         on_policy = self.update.ppo_epochs == 1 and self.update.minibatches == 1
         if not on_policy or self.ref_params is not None:
-            device_batch = jax.device_put(batch, self.shard_batch(batch))
+            device_batch = place_rows(batch, self.shard_batch(batch))
             if not on_policy:
-                logp_old, entropy = self._logp_entropy(state.params, device_batch)
-                batch["logp_old"] = np.asarray(logp_old)
+                logp_old, entropy = to_host(self._logp_entropy(state.params, device_batch))
+                batch["logp_old"] = logp_old
                 mask = batch["loss_mask"] > 0
-                entropy_mean = float(np.asarray(entropy)[mask].mean()) if mask.any() else 0.0
+                entropy_mean = float(entropy[mask].mean()) if mask.any() else 0.0
             if self.ref_params is not None:
-                batch["logp_ref"] = np.asarray(self._logp(self.ref_params, device_batch)[0])
+                batch["logp_ref"] = to_host(self._logp(self.ref_params, device_batch)[0])
             del device_batch
         aux: dict[str, Any] = {}
         losses = []
@@ -108,7 +109,7 @@ class GRPOTrainer(PolicyUpdater):
             order = np.random.default_rng([position, epoch]).permutation(rows) if self.update.minibatches > 1 else rows
             for mb in np.array_split(order, self.update.minibatches):
                 sub = {k: v[mb] for k, v in batch.items()}  # sliced on the host, placed per the step
-                state, m = self._train_step(sub)(state, jax.device_put(sub, self.shard_batch(sub)))
+                state, m = self._train_step(sub)(state, place_rows(sub, self.shard_batch(sub)))
                 m = jax.device_get(m)
                 losses.append(float(m["loss"]))
                 aux = merge_step_aux(aux, m)

@@ -14,8 +14,9 @@ import numpy as np
 import optax
 
 from swe_rl_jax.models import ModelConfig, hidden_states
-from swe_rl_jax.models.decoder import RematPolicy
-from swe_rl_jax.parallel import Rules
+from swe_rl_jax.models.decoder import RematPolicy, ShardingHooks
+from swe_rl_jax.parallel import MeshSharding, Rules
+from swe_rl_jax.parallel.placement import replica_on_host
 from swe_rl_jax.rl.objectives import make_denominator_fn, make_policy_loss_fn
 from swe_rl_jax.rl.rollout import OverlongMode
 from swe_rl_jax.sampling import SampleResult, SamplingParams
@@ -86,6 +87,38 @@ def merge_step_aux(total: dict[str, float], step_metrics: dict[str, Any]) -> dic
     return merge_aux(total, {k: float(v) for k, v in step_metrics.items() if k not in STEP_SCALARS})
 
 
+def policy_logprobs(cfg: ModelConfig, params: Any, batch: dict[str, jax.Array], update: UpdateConfig,
+                    temperature: float, with_entropy: bool = False, shard: Optional[ShardingHooks] = None,
+                    remat: RematPolicy = "none"):
+    """Log-probs (and entropies) of a rollout batch at `temperature` (the sampling params'
+    `logprob_temperature`), aligned with RolloutBatch.loss_mask; packed rows attend by their
+    `segment_ids`. `update` gives loss_chunk; `remat` only matters under a gradient."""
+    # Rollout rows carry segment ids only when packed, and packed rows share their prompt.
+    hidden, _ = hidden_states(cfg, params, batch["tokens"], batch["positions"], remat=remat,
+                              segment_ids=batch.get("segment_ids"), shard=shard,
+                              shared_prefix="segment_ids" in batch)
+    return token_logprobs(cfg, params, hidden, next_token_targets(batch["tokens"]), update.loss_chunk,
+                          temperature=temperature, with_entropy=with_entropy, shard=shard)
+
+
+def make_policy_step(cfg: ModelConfig, objective: Any, update: UpdateConfig, temperature: float,
+                     optimizer: optax.GradientTransformation, state_shardings: TrainState,
+                     batch_shardings: dict[str, Any], with_entropy: bool,
+                     learning_rate: Optional[optax.Schedule] = None, shard: Optional[ShardingHooks] = None,
+                     remat: Optional[RematPolicy] = None):
+    """The jitted actor update (GRPO or PPO policy loss) for batches with `batch_shardings`, its
+    layers checkpointed by `remat` (default `update.remat`, which must then not be "auto")."""
+    remat = remat or update.remat
+    if remat == "auto":
+        raise ValueError("make_policy_step needs a concrete remat policy; 'auto' is chosen by BudgetedStep")
+    loss_fn = make_policy_loss_fn(
+        lambda p, b: policy_logprobs(cfg, p, b, update, temperature, with_entropy, shard, remat),
+        **objective.policy_loss_kwargs())
+    return make_train_step(loss_fn, optimizer, state_shardings, batch_shardings,
+                           num_micro_batches=update.micro_batches,
+                           denominator_fn=make_denominator_fn(objective.loss_agg), learning_rate=learning_rate)
+
+
 class PolicyUpdater:
     """`objective` is a GRPOConfig or PPOConfig: it gives `policy_loss_kwargs()`, `loss_agg` and
     `entropy_coef`. `keep_reference`: copy the initial params as the frozen KL reference."""
@@ -96,6 +129,7 @@ class PolicyUpdater:
         self.mesh, self.rules, self.pad_id, self.tokenizer = setup.mesh, setup.rules, setup.pad_id, setup.tokenizer
         self.state_shardings, self.optimizer = setup.state_shardings, setup.optimizer
         self.learning_rate = setup.learning_rate
+        self.shard = MeshSharding(self.mesh, self.rules)
         self.ref_params = jax.tree.map(jnp.copy, state.params) if keep_reference else None
         self._steps: dict[int, Any] = {}
         self._logp = jax.jit(self._logprobs_of)
@@ -109,15 +143,15 @@ class PolicyUpdater:
         shards = math.prod(self.mesh.shape[axis] for axis in self.rules.get("batch", ()))
         return self.update.minibatches * self.update.micro_batches * shards
 
+    def rollout_params(self, params: Any) -> Any:
+        """The weights the sampler reads: each host samples its own prompts on its own devices
+        (rl/host_sampling.py), so with several processes a replica on this host's devices."""
+        return replica_on_host(self.cfg, params, self.rules)
+
     def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False,
                      remat: RematPolicy = "none"):
-        """Log-probs at the sampling temperature, aligned with RolloutBatch.loss_mask (packed rows
-        attend by their `segment_ids`). `remat` only matters under a gradient."""
-        hidden, _ = hidden_states(self.cfg, params, batch["tokens"], batch["positions"], remat=remat,
-                                  segment_ids=batch.get("segment_ids"))
-        return token_logprobs(self.cfg, params, hidden, next_token_targets(batch["tokens"]),
-                              self.update.loss_chunk, temperature=self.sampling.logprob_temperature,
-                              with_entropy=with_entropy)
+        return policy_logprobs(self.cfg, params, batch, self.update, self.sampling.logprob_temperature,
+                               with_entropy, self.shard, remat)
 
     def _train_step(self, example: dict[str, Any]) -> Any:
         """The update step for this batch shape; without `logp_old` in the batch it is the
@@ -128,12 +162,10 @@ class PolicyUpdater:
         key = (tuple(sorted((k, v.shape) for k, v in example.items())), with_entropy)
         if key not in self._steps:
             def build(remat: RematPolicy) -> Any:
-                loss_fn = make_policy_loss_fn(lambda p, b: self._logprobs_of(p, b, with_entropy, remat),
-                                              **self.objective.policy_loss_kwargs())
-                return make_train_step(
-                    loss_fn, self.optimizer, self.state_shardings, self.shard_batch(example),
-                    num_micro_batches=self.update.micro_batches,
-                    denominator_fn=make_denominator_fn(self.objective.loss_agg), learning_rate=self.learning_rate)
+                return make_policy_step(
+                    self.cfg, self.objective, self.update, self.sampling.logprob_temperature, self.optimizer,
+                    self.state_shardings, self.shard_batch(example), with_entropy, self.learning_rate, self.shard,
+                    remat)
 
             if self.update.remat == "auto":
                 self._steps[key] = BudgetedStep(build, memory_budget_bytes(self.update.memory_budget_gb))

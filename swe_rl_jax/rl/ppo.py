@@ -29,15 +29,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from swe_rl_jax.parallel.distributed import place_rows, to_host
 from swe_rl_jax.rl.advantages import gae, masked_whiten, ppo_token_rewards
 from swe_rl_jax.rl.config import PPOConfig
+from swe_rl_jax.rl.host_sampling import sample_and_score
 from swe_rl_jax.rl.kl import kl_penalty
 from swe_rl_jax.rl.objectives import finalize_metrics
 from swe_rl_jax.rl.policy_update import (Prompt, PolicyUpdater, ScoreFn, TrainerSetup, UpdateConfig, merge_step_aux,
                                          reward_metrics)
 from swe_rl_jax.rl.rollout import build_rollout_batch, overlong_penalty
 from swe_rl_jax.rl.value import Critic
-from swe_rl_jax.sampling import SamplingParams, generate
+from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.train import TrainState
 
 
@@ -90,24 +92,24 @@ class PPOTrainer(PolicyUpdater):
         logp_old, [logp_ref], values_old, advantages, returns). Returns (batch, host info)."""
         prompts = next_prompts(self.update.prompts_per_step)
         key = jax.random.fold_in(state.rng, position)
-        results = generate(self.cfg, state.params, [p for p, _ in prompts], self.sampling, key,
-                           tokenizer=self.tokenizer)
-        scored = score([prompts[r.prompt_index][1] for r in results], results)
+        results, scored = sample_and_score(self.cfg, self.rollout_params(state.params), prompts, self.sampling, key,
+                                           score, self.tokenizer)
         rewards = np.array([s for s, _ in scored], np.float64)
         if self.update.overlong == "penalty":
             lengths = np.array([r.length for r in results])
             rewards = rewards + overlong_penalty(lengths, self.sampling.max_new_tokens, self.update.overlong_buffer)
         rollout = build_rollout_batch([p for p, _ in prompts], results, self.pad_id, self.update.overlong)
         host = rollout.arrays()
-        device_batch = jax.device_put(host, self.shard_batch(host))
+        device_batch = place_rows(host, self.shard_batch(host))
         logp_old, entropy = self._logp_entropy(state.params, device_batch)
         device_batch["logp_old"] = logp_old
         if self.ref_params is not None:
             device_batch["logp_ref"] = self._logp(self.ref_params, device_batch)[0]
         values_old = self.critic.values(critic_state, state.params, device_batch)
         beta = float(self.kl_controller.value) if self.use_reward_kl else 0.0
-        out = ppo_advantages(jnp.asarray(rewards, jnp.float32), device_batch["loss_mask"], values_old, logp_old,
-                             device_batch.get("logp_ref"), jnp.float32(beta), gamma=self.ppo.gamma, lam=self.ppo.lam,
+        # Host values as numpy: identical on every process, so they enter a multi-host program replicated.
+        out = ppo_advantages(rewards.astype(np.float32), device_batch["loss_mask"], values_old, logp_old,
+                             device_batch.get("logp_ref"), np.float32(beta), gamma=self.ppo.gamma, lam=self.ppo.lam,
                              whiten=self.ppo.whiten_advantages, estimator=self.ppo.kl_estimator,
                              clamp=self.ppo.kl_clamp, use_kl=self.use_reward_kl)
         device_batch.update(values_old=values_old, returns=out["returns"],
@@ -122,8 +124,8 @@ class PPOTrainer(PolicyUpdater):
         device_batch, info = self.rollout(state, critic_state, position, next_prompts, score)
         rollout, rewards = info["rollout"], info["rewards"]
         mask_np = np.asarray(rollout.loss_mask) > 0
-        policy_entropy = np.asarray(info["entropy"])[mask_np]
-        values_old, returns = np.asarray(device_batch["values_old"]), np.asarray(device_batch["returns"])
+        policy_entropy = to_host(info["entropy"])[mask_np]
+        values_old, returns = to_host((device_batch["values_old"], device_batch["returns"]))
 
         actor_aux: dict[str, float] = {}
         critic_aux: dict[str, float] = {}
@@ -144,7 +146,7 @@ class PPOTrainer(PolicyUpdater):
                 actor_aux = merge_step_aux(actor_aux, m)
 
         # Per-sequence KL to the reference at rollout time (the adaptive controller's input).
-        kl_tok = np.asarray(info["kl"]) if self.use_reward_kl else None
+        kl_tok = to_host(info["kl"]) if self.use_reward_kl else None
         seq_has_tokens = mask_np.any(axis=1)
         metrics: dict[str, float] = {
             **finalize_metrics(actor_aux),
@@ -154,7 +156,7 @@ class PPOTrainer(PolicyUpdater):
             "explained_variance": explained_variance(values_old, returns, mask_np),
             "kl_coef": float(self.kl_controller.value),
             "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()),
-            "advantage_raw_mean": float(np.asarray(info["advantages_raw"])[mask_np].mean()) if mask_np.any() else 0.0,
+            "advantage_raw_mean": float(to_host(info["advantages_raw"])[mask_np].mean()) if mask_np.any() else 0.0,
             "response_length": float(rollout.response_lengths.mean()),
             "truncated_frac": float(rollout.truncated.mean()),
             "entropy": float(policy_entropy.mean()) if policy_entropy.size else 0.0,

@@ -20,11 +20,12 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
-from swe_rl_jax.data.records import SPLITS, TaskRecord, read_records, read_split_records, records_file
+from swe_rl_jax.data.records import SPLITS, SubtaskCounts, TaskRecord, read_split_records
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
-from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
+from swe_rl_jax.parallel.distributed import DistributedConfig, any_process, initialize
+from swe_rl_jax.parallel.placement import replica_on_host
+from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, tokenizer_source
 from swe_rl_jax.rewards import DEFAULT_TIME_LIMIT_S, RewardPool, check_reward_names, score_batch
 from swe_rl_jax.rewards.execution import EXECUTION_REWARDS, ExecutionConfig, prepare_execution
 from swe_rl_jax.rl.config import GRPOConfig, PPOConfig
@@ -103,6 +104,7 @@ class RLConfig:
     export: bool = True
     seed: int = 0
     progress: bool = True
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)  # multi-host (docs/TRAINING.md)
 
     def __post_init__(self) -> None:
         require(self.split in SPLITS, "split", f"must be one of {SPLITS}")
@@ -131,20 +133,18 @@ class PromptStream:
         return out
 
 
-def load_prompts(config: RLConfig, tokenizer: Any) -> tuple[list[Prompt], int]:
-    """(prompt ids, record) pairs of the configured split and subtasks; and how many were too long."""
-    prompts, too_long = [], 0
-    for subtask in config.subtasks or SUBTASKS:
-        path = records_file(config.records_dir, config.split, subtask)
-        if not path.is_file():
+def load_prompts(config: RLConfig, tokenizer: Any) -> tuple[list[Prompt], SubtaskCounts]:
+    """(prompt ids, record) pairs of the configured split and subtasks; and the records kept and
+    skipped (`prompt_too_long`: over `max_prompt_tokens`) per subtask."""
+    prompts, counts = [], SubtaskCounts()
+    for record in read_split_records(config.records_dir, config.split, config.subtasks):
+        ids = tokenizer.encode_prompt(record.messages)
+        if len(ids) > config.max_prompt_tokens:
+            counts.skip(record.subtask, "prompt_too_long")
             continue
-        for record in read_records(path):
-            ids = tokenizer.encode_prompt(record.messages)
-            if len(ids) > config.max_prompt_tokens:
-                too_long += 1
-                continue
-            prompts.append((ids, record))
-    return prompts, too_long
+        counts.keep(record.subtask)
+        prompts.append((ids, record))
+    return prompts, counts
 
 
 def heldout_evaluator(config: RLConfig, model_config: Any, tokenizer: Any, sampling: SamplingParams,
@@ -204,11 +204,14 @@ def load_critic_backbone(config: RLConfig, model_config: Any, mesh: Any, rules: 
 
 def run_rl(config: RLConfig) -> dict[str, Any]:
     require(bool(config.records_dir), "records_dir", "is required")
+    initialize(config.distributed)  # before anything touches a device
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     mesh, rules = make_mesh(config.mesh), get_rules(config.rules)
     model_config, params, tokenizer = load_policy(config.model, mesh, rules)
-    prompts, too_long = load_prompts(config, tokenizer)
+    prompts, counts = load_prompts(config, tokenizer)
+    print(f"rl prompts ({config.split}): {counts.describe()}", flush=True)
+    too_long = counts.total_skipped()
     ppo = config.algorithm == "ppo"
     opt_config = dataclasses.replace(config.optimizer, total_steps=config.num_steps)
     if ppo:
@@ -231,7 +234,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         del backbone
         critic = Critic(model_config, critic_sh, critic_optimizer, mesh, rules, value_clip=config.ppo.value_clip,
                         loss_agg=config.ppo.loss_agg, micro_batches=config.update.micro_batches,
-                        learning_rate=learning_rate_schedule(critic_opt_config))
+                        learning_rate=learning_rate_schedule(critic_opt_config), remat=config.update.remat)
     setup = TrainerSetup(model_config, state_sh, optimizer, mesh, rules, tokenizer.pad_id, tokenizer,
                          learning_rate_schedule(opt_config))
     if ppo:
@@ -243,6 +246,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
     position, cursor = 0, 0
+    run: dict[str, Any] = {}  # run-level summary values, carried across resumes in the checkpoint meta
     resume_step = checkpointer.latest_step()
     if ppo and resume_step is not None:  # the newest position both the policy and the critic hold
         common = set(checkpointer.all_steps()) & set(critic_checkpointer.all_steps())
@@ -253,6 +257,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         if "config" in meta:
             check_resumable(checkpointer.directory, meta["config"], to_dict(config))
         position, cursor = int(meta["position"]), int(meta["cursor"])
+        run = dict(meta.get("run", {}))
         if ppo:
             critic_state, _ = critic_checkpointer.restore(
                 abstract_critic_state(model_config, critic_optimizer, critic_sh, config.critic.mode, param_dtype),
@@ -270,7 +275,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         heldout = heldout_evaluator(config, model_config, tokenizer, sampling, rewards, pool, reward_meta)
         heldout_history = []
         if heldout is not None and position == 0:
-            heldout_history.append(heldout(state.params))
+            heldout_history.append(heldout(replica_on_host(model_config, state.params, rules)))
             writer.write(0, heldout_history[-1])
         bar = tqdm(total=config.num_steps, initial=position, disable=not config.progress, dynamic_ncols=True)
         while position < config.num_steps:
@@ -281,15 +286,21 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
             position += 1
             metrics["prompts_too_long"] = too_long
             if heldout is not None and (position % config.heldout.every == 0 or position == config.num_steps):
-                heldout_history.append(heldout(state.params))
+                heldout_history.append(heldout(replica_on_host(model_config, state.params, rules)))
                 metrics.update(heldout_history[-1])
             history.append(metrics)
+            run.setdefault("reward_first", float(metrics["reward_mean"]))
+            run["reward_last"] = float(metrics["reward_mean"])
+            if heldout_history:
+                run.setdefault("heldout_first", heldout_history[0])
+                run["heldout_last"] = heldout_history[-1]
             writer.write(position, metrics)
             bar.update(1)
             bar.set_postfix(reward=f"{metrics['reward_mean']:.3f}", refresh=False)
-            stop = preemption.is_set() or len(history) == config.stop_after_steps
+            # Every host stops, and saves, at the same position when any of them was told to.
+            stop = any_process(preemption.is_set()) or len(history) == config.stop_after_steps
             if stop or position % config.save_every == 0 or position == config.num_steps:
-                meta = {"position": position, "cursor": stream.cursor, "config": to_dict(config)}
+                meta = {"position": position, "cursor": stream.cursor, "config": to_dict(config), "run": run}
                 if ppo:
                     meta["kl_controller"] = trainer.kl_controller.state_dict()
                     critic_checkpointer.save(position, critic_state, {"position": position})
@@ -303,14 +314,13 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         critic_checkpointer.close()
     writer.close()
     summary: dict[str, Any] = {"steps": position, "finished": position == config.num_steps,
-                               "prompts": len(prompts), "prompts_too_long": too_long,
+                               "prompts": len(prompts), "prompts_too_long": too_long, "records": counts.to_json(),
                                "prompts_without_tests": without_tests,
-                               "reward_first": history[0]["reward_mean"] if history else None,
-                               "reward_last": history[-1]["reward_mean"] if history else None}
-    if heldout_history:
-        summary["heldout_first"], summary["heldout_last"] = heldout_history[0], heldout_history[-1]
+                               "reward_first": run.get("reward_first"), "reward_last": run.get("reward_last")}
+    if "heldout_first" in run:
+        summary["heldout_first"], summary["heldout_last"] = run["heldout_first"], run["heldout_last"]
     if config.export and summary["finished"]:
-        summary["export_dir"] = str(save_hf(out / "hf", model_config.replace(dtype="float32"), state.params,
-                                            tokenizer_dir=tokenizer_source(config.model)))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        summary["export_dir"] = export_policy(out / "hf", model_config, state.params, config.model)
+    if jax.process_index() == 0:
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary

@@ -32,13 +32,15 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from swe_rl_jax.models import ModelConfig, abstract_params, hidden_states, init_params
-from swe_rl_jax.parallel import Rules
+from swe_rl_jax.models.decoder import RematPolicy, ShardingHooks
+from swe_rl_jax.parallel import MeshSharding, Rules
 from swe_rl_jax.parallel.rules import param_shardings
 from swe_rl_jax.rl.objectives import LossAgg, loss_denominator, value_loss_sum
 from swe_rl_jax.train import TrainState, batch_shardings
 from swe_rl_jax.train.step import _split
 
 CriticMode = Literal["separate", "shared"]
+CRITIC_BATCH_KEYS = ("tokens", "positions", "loss_mask", "values_old", "returns")
 CRITIC_MODES: tuple[str, ...] = ("separate", "shared")
 
 
@@ -53,16 +55,19 @@ def apply_head(head: dict[str, jax.Array], hidden: jax.Array) -> jax.Array:
 
 
 def critic_values(config: ModelConfig, params: dict[str, Any], batch: dict[str, jax.Array],
-                  policy_params: Optional[Any] = None) -> jax.Array:
+                  policy_params: Optional[Any] = None, remat: RematPolicy = "none",
+                  shard: Optional[ShardingHooks] = None) -> jax.Array:
     """Per-token values [B, T] on the predicting positions. A separate critic (params hold
     "backbone") runs its own backbone; a shared head reads the policy's hidden states with
-    stop-gradient (pass `policy_params`)."""
+    stop-gradient (pass `policy_params`). remat, shard: as in `models.hidden_states`."""
     if "backbone" in params:
-        hidden, _ = hidden_states(config, params["backbone"], batch["tokens"], batch["positions"])
+        hidden, _ = hidden_states(config, params["backbone"], batch["tokens"], batch["positions"], remat=remat,
+                                  shard=shard)
     else:
         if policy_params is None:
             raise ValueError("a shared value head needs the policy params")
-        hidden, _ = hidden_states(config, policy_params, batch["tokens"], batch["positions"])
+        hidden, _ = hidden_states(config, policy_params, batch["tokens"], batch["positions"], remat=remat,
+                                  shard=shard)
         hidden = jax.lax.stop_gradient(hidden)
     return apply_head(params["head"], hidden)
 
@@ -142,15 +147,16 @@ class Critic:
     def __init__(self, model_config: ModelConfig, shardings: TrainState, optimizer: optax.GradientTransformation,
                  mesh: jax.sharding.Mesh, rules: Rules, *, value_clip: Optional[float] = 0.2,
                  loss_agg: LossAgg = "token-mean", micro_batches: int = 1,
-                 learning_rate: Optional[optax.Schedule] = None):
+                 learning_rate: Optional[optax.Schedule] = None, remat: RematPolicy = "none"):
         if micro_batches < 1:
             raise ValueError(f"micro_batches must be >= 1, got {micro_batches}")
         self.cfg, self.shardings, self.optimizer = model_config, shardings, optimizer
-        self.mesh, self.rules = mesh, rules
+        self.mesh, self.rules, self.shard = mesh, rules, MeshSharding(mesh, rules)
         self.value_clip, self.loss_agg, self.micro_batches = value_clip, loss_agg, micro_batches
-        self.learning_rate = learning_rate
+        self.learning_rate, self.remat = learning_rate, remat
         self._values = jax.jit(
-            lambda params, policy_params, batch: critic_values(self.cfg, params, batch, policy_params))
+            lambda params, policy_params, batch: critic_values(self.cfg, params, batch, policy_params,
+                                                               shard=self.shard))
         self._steps: dict[tuple, Any] = {}
 
     def values(self, state: TrainState, policy_params: Any, batch: dict[str, jax.Array]) -> jax.Array:
@@ -158,18 +164,24 @@ class Critic:
         return self._values(state.params, None if "backbone" in state.params else policy_params, keys)
 
     def update(self, state: TrainState, policy_params: Any, batch: dict[str, jax.Array]) -> tuple[TrainState, dict]:
-        sub = {k: batch[k] for k in ("tokens", "positions", "loss_mask", "values_old", "returns")}
+        sub = {k: batch[k] for k in CRITIC_BATCH_KEYS}
         shared = "backbone" not in state.params
-        key = tuple((k, v.shape) for k, v in sub.items())
+        return self.step_for(sub)(state, policy_params if shared else None, sub)
+
+    def step_for(self, batch: dict[str, Any]) -> Any:
+        """The jitted `step(state, policy_params, batch)` for batches shaped like `batch` (arrays or
+        ShapeDtypeStructs with the keys CRITIC_BATCH_KEYS), compiled once per shape."""
+        key = tuple((k, batch[k].shape) for k in CRITIC_BATCH_KEYS)
         if key not in self._steps:
+            sub = {k: batch[k] for k in CRITIC_BATCH_KEYS}
             self._steps[key] = self._make_step(batch_shardings(self.mesh, self.rules, sub))
-        return self._steps[key](state, policy_params if shared else None, sub)
+        return self._steps[key]
 
     def _make_step(self, shardings: dict[str, NamedSharding]):
         k, cfg = self.micro_batches, self.cfg
 
         def loss_fn(params: Any, policy_params: Any, batch: dict[str, jax.Array]):
-            values = critic_values(cfg, params, batch, policy_params)
+            values = critic_values(cfg, params, batch, policy_params, self.remat, self.shard)
             return value_loss_sum(values, batch["values_old"], batch["returns"], batch["loss_mask"],
                                   value_clip=self.value_clip, loss_agg=self.loss_agg)
 

@@ -208,41 +208,74 @@ class Engine:
         return jax.tree.map(place_param, params), request
 
     def _pack(self, prompts: Sequence[Sequence[int]], sp: SamplingParams,
-              eos_ids: Sequence[int]) -> tuple[_Request, int]:
+              eos_ids: Sequence[int], first_sample: int = 0) -> tuple[_Request, int]:
         """Left-pads the unique prompts into buckets; returns the request and the sample count."""
         unique: dict[tuple[int, ...], int] = {}
         prompt_rows = [unique.setdefault(tuple(int(t) for t in p), len(unique)) for p in prompts]
         if any(len(p) == 0 for p in unique):
             raise ValueError("empty prompt: every prompt needs at least one token")
-        data = self._data_size
-        num_prompts = self.buckets.batch(len(unique), multiple_of=data)
-        prompt_slots = self.buckets.prompt(max(len(p) for p in unique))
+        num_samples = len(prompts) * sp.n
+        num_prompts, prompt_slots, batch = self._bucketed(len(unique), max(len(p) for p in unique), num_samples)
         tokens = np.zeros((num_prompts, prompt_slots), np.int32)
         mask = np.zeros((num_prompts, prompt_slots), bool)
         for row, p in enumerate(unique):
             tokens[row, prompt_slots - len(p):] = p
             mask[row, prompt_slots - len(p):] = True
-        num_samples = len(prompts) * sp.n
-        batch = self.buckets.batch(num_samples, multiple_of=data)
         row_of = np.zeros((batch,), np.int32)
         row_of[:num_samples] = np.repeat(np.asarray(prompt_rows, np.int32), sp.n)
         request = _Request(
             prompt_tokens=tokens, prompt_mask=mask, row_of=row_of,
-            sample_ids=np.arange(batch, dtype=np.int32),
+            sample_ids=first_sample + np.arange(batch, dtype=np.int32),
             eos_ids=np.asarray(list(eos_ids), np.int32).reshape(-1),
             temperature=np.float32(sp.logprob_temperature),
             top_p=np.float32(sp.top_p), max_new_tokens=np.int32(sp.max_new_tokens))
         return request, num_samples
 
+    def _bucketed(self, num_prompts: int, longest_prompt: int, num_samples: int) -> tuple[int, int, int]:
+        """(prompt rows, prompt slots, sample rows) of a request, rounded up to the buckets; row
+        counts also divide over the data axis."""
+        data = self._data_size
+        return (self.buckets.batch(num_prompts, multiple_of=data), self.buckets.prompt(longest_prompt),
+                self.buckets.batch(num_samples, multiple_of=data))
+
+    def _static(self, sp: SamplingParams) -> _Static:
+        return _Static(self.buckets.new_tokens(sp.max_new_tokens), sp.greedy, sp.top_k, sp.uses_top_p,
+                       self.mesh, self.data_axis)
+
     def _inputs(self, config: ModelConfig, params: Params, prompts_token_ids: Sequence[Sequence[int]],
-                sp: SamplingParams) -> tuple[_Static, Params, _Request, int]:
+                sp: SamplingParams, first_sample: int = 0) -> tuple[_Static, Params, _Request, int]:
         """The compiled program's static options and placed inputs, and the sample count."""
         eos_ids = config.eos_token_ids if sp.eos_ids is None else sp.eos_ids
-        request, num_samples = self._pack(prompts_token_ids, sp, eos_ids)
-        static = _Static(self.buckets.new_tokens(sp.max_new_tokens), sp.greedy, sp.top_k,
-                         sp.uses_top_p, self.mesh, self.data_axis)
+        request, num_samples = self._pack(prompts_token_ids, sp, eos_ids, first_sample)
         params, request = self._place(params, request)
-        return static, params, request, num_samples
+        return self._static(sp), params, request, num_samples
+
+    def lower_shapes(self, config: ModelConfig, params: Params, num_prompts: int, prompt_len: int,
+                     sampling_params: SamplingParams, mesh: Optional[Mesh] = None) -> jax.stages.Lowered:
+        """`lower` from shapes alone, for ahead-of-time planning (swe_rl_jax/plan/): `params` may
+        be ShapeDtypeStructs carrying their shardings, on devices this host does not have (a TPU
+        topology). The request: `num_prompts` distinct prompts of `prompt_len` tokens, each
+        sampled `sampling_params.n` times, laid out as `_place` lays it out; `mesh` holds it when
+        the engine has none (give the params' mesh: `generate` then replicates it there)."""
+        sp = sampling_params
+        rows, slots, batch = self._bucketed(num_prompts, prompt_len, num_prompts * sp.n)
+        num_eos = len(config.eos_token_ids if sp.eos_ids is None else sp.eos_ids)
+        on = self.mesh if self.mesh is not None else mesh
+        if on is None:
+            raise ValueError("lower_shapes needs a mesh: the engine's, or the one the params live on")
+
+        def struct(shape: tuple[int, ...], dtype: Any, batched: bool = False) -> jax.ShapeDtypeStruct:
+            split = batched and self.mesh is not None
+            spec = PartitionSpec(self.data_axis, *[None] * (len(shape) - 1)) if split else PartitionSpec()
+            return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(on, spec))
+
+        request = _Request(
+            prompt_tokens=struct((rows, slots), jnp.int32, True), prompt_mask=struct((rows, slots), jnp.bool_, True),
+            row_of=struct((batch,), jnp.int32, True), sample_ids=struct((batch,), jnp.int32, True),
+            eos_ids=struct((num_eos,), jnp.int32), temperature=struct((), jnp.float32),
+            top_p=struct((), jnp.float32), max_new_tokens=struct((), jnp.int32))
+        rng = struct((), jax.eval_shape(lambda: jax.random.key(0)).dtype)
+        return self._compiled.lower(config, self._static(sp), params, request, rng)
 
     def lower(self, config: ModelConfig, params: Params, prompts_token_ids: Sequence[Sequence[int]],
               sampling_params: SamplingParams) -> jax.stages.Lowered:
@@ -259,8 +292,11 @@ class Engine:
         sampling_params: SamplingParams,
         rng: jax.Array | int,
         tokenizer: Any = None,
+        first_sample: int = 0,
     ) -> list[SampleResult]:
-        """One SampleResult per prompt x sample, prompt-major (prompt 0's n samples first)."""
+        """One SampleResult per prompt x sample, prompt-major (prompt 0's n samples first).
+        first_sample: the global index of this call's first sample (its PRNG stream), when a
+        host samples its share of a larger request (rl/sampling_hosts.py)."""
         sp = sampling_params
         if not prompts_token_ids:
             return []
@@ -268,7 +304,7 @@ class Engine:
             raise ValueError("stop strings need a tokenizer (they are matched on decoded text)")
         if isinstance(rng, int):
             rng = jax.random.key(rng)
-        static, params, request, num_samples = self._inputs(config, params, prompts_token_ids, sp)
+        static, params, request, num_samples = self._inputs(config, params, prompts_token_ids, sp, first_sample)
         outputs = jax.device_get(self._compiled(config, static, params, request, rng))
         tokens, logp, logp_trunc, lengths, hit_eos = (np.asarray(o) for o in outputs)
         results = []
@@ -300,11 +336,13 @@ def generate(
     tokenizer: Any = None,
     mesh: Optional[Mesh] = None,
     data_axis: str = "data",
+    first_sample: int = 0,
 ) -> list[SampleResult]:
     """Samples `sampling_params.n` responses per prompt; results are prompt-major.
 
     rng: a PRNG key (or an int seed); the same key gives the same samples. tokenizer: anything
     with `decode(ids) -> str` (e.g. `ChatTokenizer`); fills `text` and enables stop strings.
+    first_sample: see `Engine.generate`.
     """
     engine = default_engine(mesh, data_axis)
-    return engine.generate(config, params, prompts_token_ids, sampling_params, rng, tokenizer)
+    return engine.generate(config, params, prompts_token_ids, sampling_params, rng, tokenizer, first_sample)

@@ -23,7 +23,7 @@ from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.rewards import RewardPool, score_batch
 from swe_rl_jax.scoring import reward_task
 from swe_rl_jax.subtasks import subtask as get_subtask
-from swe_rl_jax.teachers.base import Teacher, TeacherRequest
+from swe_rl_jax.teachers.base import Teacher, TeacherRequest, check_any_answered
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,7 @@ def rejection_sample(task_records: Sequence[TaskRecord], teacher: Teacher, confi
     requests = [TeacherRequest(r.task_id, tuple(r.messages), config.samples_per_prompt, config.temperature,
                                config.max_tokens) for r in task_records]
     responses = teacher.generate(requests)
+    check_any_answered(responses)
     judged = judge([list(r.completions) for r in responses], task_records, config, pool)
     report = RejectionReport(Counter(), Counter(), Counter())
     rows = []

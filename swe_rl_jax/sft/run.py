@@ -16,19 +16,21 @@ from typing import Any, Iterator, Optional
 import jax
 import numpy as np
 
-from swe_rl_jax.checkpoints import save_hf
 from swe_rl_jax.config import require, to_dict
-from swe_rl_jax.data.records import read_split_records, records_file
+from swe_rl_jax.data.records import SubtaskCounts, iter_jsonl, read_split_records, records_file
 from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
+from swe_rl_jax.parallel.distributed import DistributedConfig, barrier, global_batch, initialize, local_rows
+from swe_rl_jax.parallel.placement import replica_on_host
 from swe_rl_jax.parallel.rules import MeshSharding
-from swe_rl_jax.policy import ModelSource, jnp_dtype, load_policy, tokenizer_source
+from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, tokenizer_source
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.subtasks import SUBTASKS
 from swe_rl_jax.train import (Checkpointer, LoopConfig, MetricsWriter, OptimizerConfig, abstract_train_state,
                               batch_shardings, create_train_state, from_seqio, learning_rate_schedule,
                               make_optimizer, make_sft_loss, make_train_step, resume, train_flops_per_token,
                               train_loop)
+from swe_rl_jax.train.losses import SEQIO_SFT_FEATURES
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class SFTConfig:
     export: bool = True
     seed: int = 0
     progress: bool = True
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)  # multi-host (docs/TRAINING.md)
 
     def __post_init__(self) -> None:
         require(self.batch_size > 0, "batch_size", "must be > 0")
@@ -77,24 +80,60 @@ def _sft_subtasks(config: SFTConfig) -> list[str]:
     return chosen
 
 
-def _count(sft_dir: str, split: str, subtasks: list[str]) -> int:
-    paths = [records_file(sft_dir, split, s) for s in subtasks]
-    return sum(sum(1 for line in p.open(encoding="utf-8") if line.strip()) for p in paths if p.is_file())
+def sft_example_counts(config: SFTConfig, split: str, subtasks: list[str], tokenizer: Any) -> SubtaskCounts:
+    """SFT examples per subtask that fit the packed row lengths, and those the seqio pipeline drops
+    (`prompt_too_long`: over `inputs_length`; `response_too_long`: over `targets_length`), counted
+    with the tokenization the tasks use (`ChatTokenizer.encode_prompt` / `encode_response`)."""
+    counts = SubtaskCounts()
+    for subtask in subtasks:
+        path = records_file(config.sft_dir, split, subtask)
+        if not path.is_file():
+            continue
+        for _, row in iter_jsonl(path):
+            if len(tokenizer.encode_prompt(row["messages"])) > config.inputs_length:
+                counts.skip(subtask, "prompt_too_long")
+            elif len(tokenizer.encode_response(row["response"])) > config.targets_length:
+                counts.skip(subtask, "response_too_long")
+            else:
+                counts.keep(subtask)
+    return counts
 
 
 class SeqioBatches:
-    """Deterministic SFT batches from the seqio mixture; `from_position(p)` resumes exactly."""
+    """Deterministic SFT batches from the seqio mixture; `from_position(p)` resumes exactly.
+
+    `rows`: the rows of every global batch this process reads (`parallel.distributed.local_rows`;
+    all of them with one process). The packed stream is the same on every host; each host turns
+    only its rows into arrays, so the global batch is the single-process one.
+    """
 
     def __init__(self, config: SFTConfig, subtasks: list[str], pad_id: int):
         from swe_rl_jax.data import seqio_tasks as st  # TensorFlow stays out of the import path
 
         self.st = st
         self.config = config
+        self.rows = slice(None)
         tokenizer = tokenizer_source(config.model)
-        self.registration = st.register_tasks(None, tokenizer, sft_dir=config.sft_dir,
-                                              data_dir=str(Path(config.out_dir) / "tfds"), sft_subtasks=subtasks)
+
+        def register(build: bool) -> Any:
+            return st.register_tasks(None, tokenizer, sft_dir=config.sft_dir, data_dir=str(Path(config.out_dir) / "tfds"),
+                                     sft_subtasks=subtasks, build=build)
+
+        # One host builds the TFDS datasets; the others wait for it, then only read them.
+        first = jax.process_index() == 0
+        self.registration = register(build=True) if first else None
+        barrier("sft tfds built")
+        self.registration = self.registration or register(build=False)
         self.converter = st.ChatFeatureConverter(pack=config.pack, pad_id=pad_id)
         self.lengths = {"inputs": config.inputs_length, "targets": config.targets_length}
+
+    def shapes(self) -> dict[str, tuple[int, int]]:
+        """Global [batch, length] of every batch array."""
+        lengths = self.converter.get_model_feature_lengths(self.lengths)
+        return {ours: (self.config.batch_size, lengths[theirs]) for theirs, ours in SEQIO_SFT_FEATURES.items()}
+
+    def _rows(self, features: Any) -> Any:
+        return {k: v[self.rows] for k, v in features.items()}
 
     def _dataset(self, split: str, shuffle: bool, epochs: Optional[int]) -> Any:
         import seqio
@@ -103,7 +142,7 @@ class SeqioBatches:
                                  seed=self.config.seed, num_epochs=epochs, batch_size=self.config.batch_size)
 
     def from_position(self, position: int) -> Iterator[dict[str, np.ndarray]]:
-        ds = self._dataset("train", shuffle=True, epochs=None).skip(position)
+        ds = self._dataset("train", shuffle=True, epochs=None).skip(position).map(self._rows)
         for features in ds.as_numpy_iterator():
             yield {k: np.asarray(v, np.int32) for k, v in from_seqio(features).items()}
 
@@ -118,20 +157,25 @@ class SeqioBatches:
             short = self.config.batch_size - batch["tokens"].shape[0]
             if short:  # pad the last batch with empty rows (loss_mask 0) to the compiled shape
                 batch = {k: np.concatenate([v, np.zeros((short, *v.shape[1:]), v.dtype)]) for k, v in batch.items()}
-            out.append(batch)
+            out.append({k: v[self.rows] for k, v in batch.items()})
         return out
 
 
 def run_sft(config: SFTConfig) -> dict[str, Any]:
     """Trains, evaluates, exports; returns a summary dict (also written to out_dir/summary.json)."""
     require(bool(config.sft_dir), "sft_dir", "is required")
+    initialize(config.distributed)  # before anything touches a device
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     mesh = make_mesh(config.mesh)
     rules = get_rules(config.rules)
     model_config, params, tokenizer = load_policy(config.model, mesh, rules)
     subtasks = _sft_subtasks(config)
-    n_train = _count(config.sft_dir, "train", subtasks)
+    counts = sft_example_counts(config, "train", subtasks, tokenizer)
+    print(f"sft examples (train): {counts.describe()}", flush=True)
+    n_train = sum(counts.kept.values())
+    require(n_train > 0, "inputs_length", f"no SFT example fits inputs_length={config.inputs_length} and "
+            f"targets_length={config.targets_length}: {counts.describe()}")
     # An epoch is counted in examples / batch rows; with packing a row holds several examples, so
     # this over-counts steps per epoch (never under-trains). Set num_steps to control it exactly.
     num_steps = config.num_steps or max(1, math.ceil(config.epochs * n_train / config.batch_size))
@@ -144,21 +188,25 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     shard = MeshSharding(mesh, rules)
     loss_fn = make_sft_loss(model_config, chunk=config.loss_chunk, remat=config.remat, shard=shard)
     batches = SeqioBatches(config, subtasks, tokenizer.pad_id)
-    first = next(batches.from_position(0))
-    b_sh = batch_shardings(mesh, rules, first)
+    shapes = batches.shapes()
+    b_sh = batch_shardings(mesh, rules, {k: jax.ShapeDtypeStruct(s, np.int32) for k, s in shapes.items()})
+    batches.rows = local_rows(b_sh["tokens"], shapes["tokens"])  # this host reads only these rows
+    place = lambda local: global_batch(local, b_sh, config.batch_size)  # noqa: E731
     step = make_train_step(loss_fn, optimizer, state_sh, b_sh, num_micro_batches=config.micro_batches,
                            learning_rate=learning_rate_schedule(opt_config))
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
-    state, position, _ = resume(checkpointer, abstract_train_state(model_config, optimizer, state_sh, param_dtype),
-                                lambda: state, config=to_dict(config))
+    state, position, resumed = resume(checkpointer,
+                                      abstract_train_state(model_config, optimizer, state_sh, param_dtype),
+                                      lambda: state, config=to_dict(config))
     writer = MetricsWriter(out / "metrics")
-    seq = first["tokens"].shape[1]
+    seq = shapes["tokens"][1]
     try:
         result = train_loop(
-            state, step, lambda p: (jax.device_put(b, b_sh) for b in batches.from_position(p)),
+            state, step, lambda p: (place(b) for b in batches.from_position(p)),
             LoopConfig(num_steps=num_steps, save_every=config.save_every, progress=config.progress),
             start_position=position, checkpointer=checkpointer, writer=writer, meta={"config": to_dict(config)},
+            resumed_meta=resumed,
             tokens_per_batch=config.batch_size * seq,
             flops_per_batch=train_flops_per_token(model_config, seq) * config.batch_size * seq,
         )
@@ -168,26 +216,27 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
         checkpointer.close()
     state = result.state
     summary: dict[str, Any] = {"steps": result.position, "stop_reason": result.reason, "train_examples": n_train,
+                               "examples": counts.to_json(),
                                "skipped_steps": result.skipped_steps,
-                               "train_loss_first": result.history[0]["loss"] if result.history else None,
-                               "train_loss_last": result.history[-1]["loss"] if result.history else None}
+                               "train_loss_first": result.first_loss, "train_loss_last": result.last_loss}
 
     val = batches.validation()
     if val:
         eval_loss = jax.jit(lambda p, b: loss_fn(p, b), in_shardings=(state_sh.params, b_sh))
         total, tokens = 0.0, 0.0
         for b in val:
-            loss_sum, aux = eval_loss(state.params, jax.device_put(b, b_sh))
+            loss_sum, aux = eval_loss(state.params, place(b))
             total, tokens = total + float(loss_sum), tokens + float(aux["loss_tokens"])
         summary["heldout_loss"] = total / max(tokens, 1.0)
         writer.write(result.position, {"heldout_loss": summary["heldout_loss"]})
     if config.records_dir and config.eval_examples:
-        summary["heldout_eval"] = evaluate_split(model_config, state.params, tokenizer, config, "validation")
+        summary["heldout_eval"] = evaluate_split(model_config, replica_on_host(model_config, state.params, rules),
+                                                 tokenizer, config, "validation")
     writer.close()
     if config.export:
-        summary["export_dir"] = str(save_hf(out / "hf", model_config.replace(dtype="float32"), state.params,
-                                            tokenizer_dir=tokenizer_source(config.model)))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        summary["export_dir"] = export_policy(out / "hf", model_config, state.params, config.model)
+    if jax.process_index() == 0:
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
 

@@ -4,8 +4,11 @@ Each of the n samples of a request is fetched as its own call with `n=1` and cac
 key (request content + sample index): endpoints differ in `n` support, and per-sample entries let an
 interrupted run resume sample by sample. Calls run on a bounded thread pool; 429, 5xx, timeouts
 and connection errors are retried with exponential backoff (honouring `Retry-After`); other 4xx
-are not retried. The API key is read from an environment variable at call time and only ever
-placed in the Authorization header: it is not part of cache keys, files, logs or errors.
+are not retried. The API key is read from an environment variable (checked when the teacher is
+made, read again at call time) and only ever placed in the Authorization header: it is not part of
+cache keys, files, logs or errors, and the CLI masks it in any error it prints. Redirects are
+not followed: a 3xx answer is a failed request, so the key is never sent to another URL and only
+completions from `base_url` itself are cached.
 """
 from __future__ import annotations
 
@@ -21,7 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from swe_rl_jax.config import require
+from swe_rl_jax.config import ConfigError, require
+from swe_rl_jax.redaction import register_secret
 from swe_rl_jax.teachers.base import TeacherRequest, TeacherResponse
 from swe_rl_jax.teachers.cache import CompletionCache, cache_key
 
@@ -51,12 +55,33 @@ class RequestFailed(Exception):
     pass
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None  # urllib then raises HTTPError with the 3xx code
+
+
+def api_key(env: str) -> str | None:
+    """The key in environment variable `env` (None when unset or empty). A key with whitespace or
+    a control character (say, the trailing newline of a key file) is a ConfigError that does not
+    show it: http.client would reject the header with the key in its message."""
+    key = os.environ.get(env)
+    if not key:
+        return None
+    register_secret(key)
+    if not (key.isascii() and key.isprintable()) or any(c.isspace() for c in key):
+        raise ConfigError(f"api_key_env: ${env} holds an unusable API key (whitespace or a control character, "
+                          "e.g. the trailing newline of a key file); the key itself is not shown")
+    return key
+
+
 class HttpTeacher:
     def __init__(self, config: HttpTeacherConfig):
         self.config = config
         self.cache = CompletionCache(config.cache_dir)
         self.stats = {"calls": 0, "cache_hits": 0, "retries": 0, "failures": 0}
         self._lock = threading.Lock()
+        self._opener = urllib.request.build_opener(_NoRedirects())
+        api_key(config.api_key_env)  # a malformed key fails now, before any work
 
     def _count(self, name: str) -> None:
         with self._lock:
@@ -103,7 +128,7 @@ class HttpTeacher:
         url = self.config.base_url.rstrip("/") + "/chat/completions"
         body = json.dumps(payload).encode("utf-8")
         headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.config.api_key_env)
+        key = api_key(self.config.api_key_env)
         if key:
             headers["Authorization"] = f"Bearer {key}"
         last = ""
@@ -114,10 +139,12 @@ class HttpTeacher:
             retry_after = None
             try:
                 req = urllib.request.Request(url, data=body, headers=headers, method="POST")
-                with urllib.request.urlopen(req, timeout=self.config.timeout_s) as resp:
+                with self._opener.open(req, timeout=self.config.timeout_s) as resp:
                     return _completion_text(json.loads(resp.read().decode("utf-8")))
             except urllib.error.HTTPError as e:
                 last = f"HTTP {e.code} from {url}"
+                if 300 <= e.code < 400:
+                    raise RequestFailed(f"{last}: a redirect, not followed (the API key goes to base_url only)") from None
                 if e.code not in RETRYABLE_STATUS:
                     raise RequestFailed(last) from None
                 retry_after = _retry_after(e.headers.get("Retry-After"))

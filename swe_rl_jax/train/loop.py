@@ -16,6 +16,7 @@ import jax
 from tqdm import tqdm
 
 from swe_rl_jax.config import ConfigError, require
+from swe_rl_jax.parallel.distributed import any_process
 from swe_rl_jax.train.checkpointing import Checkpointer, PreemptionFlag
 from swe_rl_jax.train.losses import Batch
 from swe_rl_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device
@@ -46,14 +47,19 @@ class LoopResult:
     state: TrainState
     position: int
     reason: StopReason
-    skipped_steps: int = 0
-    history: list[dict[str, float]] = field(default_factory=list)
+    skipped_steps: int = 0  # over the whole run, resumes included
+    history: list[dict[str, float]] = field(default_factory=list)  # this invocation's steps
+    # The losses of the run's first and last steps, also when this invocation resumed the run (or
+    # had nothing left to do): checkpoints carry them in their meta under "run".
+    first_loss: Optional[float] = None
+    last_loss: Optional[float] = None
 
 
 # Top-level config keys a resumed run may change: how long it runs, how it reports/saves and
 # where its output lives (a run directory may be moved or copied), not what it computes.
 RESUME_MAY_CHANGE = frozenset({"num_steps", "progress", "save_every", "keep_checkpoints", "stop_after_steps",
-                               "export", "eval_examples", "eval_max_new_tokens", "heldout", "out_dir"})
+                               "export", "eval_examples", "eval_max_new_tokens", "heldout", "out_dir",
+                               "distributed"})
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -101,23 +107,28 @@ def train_loop(
     checkpointer: Optional[Checkpointer] = None,
     writer: Optional[MetricsWriter] = None,
     meta: Optional[dict[str, Any]] = None,
+    resumed_meta: Optional[Mapping[str, Any]] = None,
     tokens_per_batch: Optional[int] = None,
     flops_per_batch: Optional[float] = None,
 ) -> LoopResult:
     """Runs batches `start_position .. config.num_steps - 1`. Saves every `save_every`
     positions, at the end, and at the first step boundary after SIGTERM; stops early after
     `max_bad_steps` non-finite steps in a row. `meta` (e.g. the config) goes into every
-    checkpoint alongside the position."""
+    checkpoint alongside the position and the run-level values (first loss, skipped steps);
+    `resumed_meta` is the meta of the checkpoint this run resumes from (`resume`), whose run-level
+    values carry on."""
     peak = config.peak_flops_per_device or peak_flops_per_device()
     preemption = PreemptionFlag()
-    position, bad_in_row, skipped = start_position, 0, 0
+    run = dict((resumed_meta or {}).get("run", {}))
+    position, bad_in_row, skipped = start_position, 0, int(run.get("skipped_steps", 0))
     result_reason: StopReason = "done"
     history: list[dict[str, float]] = []
     bar = tqdm(total=config.num_steps, initial=position, disable=not config.progress, dynamic_ncols=True)
 
     def save() -> None:
         if checkpointer is not None:
-            checkpointer.save(position, state, {**(meta or {}), "position": position, "step": int(state.step)})
+            checkpointer.save(position, state, {**(meta or {}), "position": position, "step": int(state.step),
+                                                "run": {**run, "skipped_steps": skipped}})
 
     try:
         batches = make_batches(position)
@@ -138,6 +149,8 @@ def train_loop(
             if flops_per_batch:
                 host["mfu"] = mfu(flops_per_batch, seconds, jax.device_count(), peak)
             history.append(host)
+            run.setdefault("first_loss", host["loss"])
+            run["last_loss"] = host["loss"]
             if writer is not None and position % config.log_every == 0:
                 writer.write(position, host)
             bar.update(1)
@@ -145,7 +158,7 @@ def train_loop(
             if bad_in_row >= config.max_bad_steps:
                 result_reason = "diverged"
                 break
-            if preemption.is_set():
+            if any_process(preemption.is_set()):  # every host saves at the same position
                 save()
                 result_reason = "preempted"
                 break
@@ -156,4 +169,4 @@ def train_loop(
         preemption.restore()
         if checkpointer is not None:
             checkpointer.wait()
-    return LoopResult(state, position, result_reason, skipped, history)
+    return LoopResult(state, position, result_reason, skipped, history, run.get("first_loss"), run.get("last_loss"))

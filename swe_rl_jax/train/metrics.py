@@ -9,22 +9,15 @@ from typing import Any, Mapping, Optional
 import jax
 
 from swe_rl_jax.models.config import ModelConfig
-
-# Dense bf16 peak FLOP/s per device, from vendor datasheets, matched by substring of
-# `jax.Device.device_kind` (first match wins, so longer names come first).
-PEAK_FLOPS: tuple[tuple[str, float], ...] = (
-    ("TPU v6 lite", 918e12), ("TPU v6e", 918e12),
-    ("TPU v5p", 459e12), ("TPU v5 lite", 197e12), ("TPU v5e", 197e12),
-    ("TPU v4", 275e12), ("TPU v3", 123e12),
-    ("H200", 989e12), ("H100", 989e12), ("A100", 312e12), ("L4", 121e12), ("A10G", 125e12),
-)
-
+from swe_rl_jax.plan.chips import chip_of_kind
 
 def peak_flops_per_device(device_kind: Optional[str] = None) -> Optional[float]:
-    """The datasheet peak for a device kind (default: this process's first device); None when
-    unknown (CPUs), in which case MFU is not reported unless a peak is configured."""
+    """The datasheet dense bf16 peak of a device kind (default: this process's first device), from
+    the chip table (`plan.chips`); None when unknown (CPUs), in which case MFU is not reported
+    unless a peak is configured."""
     kind = device_kind if device_kind is not None else jax.devices()[0].device_kind
-    return next((flops for name, flops in PEAK_FLOPS if name.lower() in kind.lower()), None)
+    chip = chip_of_kind(kind)
+    return chip.peak_flops if chip is not None else None
 
 
 def train_flops_per_token(config: ModelConfig, seq_len: int) -> float:
