@@ -1,7 +1,9 @@
 """The main job end to end with a tiny preset: every artifact is written and usable."""
 import json
+import math
 
 from swe_rl_jax.cli import main as cli
+from swe_rl_jax.data.records import read_split_records
 
 
 def test_main_job_tiny_end_to_end(tmp_path, tiny_llama, monkeypatch):
@@ -22,14 +24,27 @@ def test_main_job_tiny_end_to_end(tmp_path, tiny_llama, monkeypatch):
     for stage in ("sft", "rl"):
         model, info = AutoModelForCausalLM.from_pretrained(out / stage / "hf", output_loading_info=True)
         assert not info["missing_keys"] and not info["unexpected_keys"], stage
-    # metrics and evaluation
+    # metrics and evaluation: the models on 1 held-out record each (max_examples), the baselines on
+    # every held-out file-localization record (the sample's and the synthesized ones)
     results = json.loads((out / "results.json").read_text())
-    assert set(results["table"]) == {"base", "sft", "sft_rl"}
-    for row in results["table"].values():
-        assert set(row) == {"format_correct", "file_hit", "function_hit", "line_hit", "mean_reward", "applied",
-                            "resolved"}
+    assert set(results["table"]) == {"base", "sft", "sft_rl", "random_file", "lexical"}
+    held_out = read_split_records(out / "records", "validation", ("file_localization",))
+    assert len(held_out) == 123
+    for name, row in results["table"].items():
+        assert {"format_correct", "file_hit", "file_n", "file_hit_ci", "mean_reward", "applied", "resolved"} <= set(row)
+        assert row["file_n"] == (123 if name in ("random_file", "lexical") else 1)
+        low, high = row["file_hit_ci"]
+        assert 0.0 <= low <= row["file_hit"] <= high <= 1.0
+    # a random file from the tree hits with probability |ground truth| / |tree|, computed here directly
+    expected = sum(len(set(r.ground_truth["items"]) & set(r.candidates)) / len(r.candidates) for r in held_out) / 123
+    assert abs(results["table"]["random_file"]["file_hit"] - expected) < 1e-9
+    assert results["table"]["lexical"]["file_hit"] > expected
+    assert set(results["comparisons"]) == {"sft_rl - base", "sft_rl - sft", "sft_rl - random_file", "sft_rl - lexical"}
     # %Applied / %Resolved: each model's predictions on the 4 held-out instances, tested by the harness
-    for stage, row in results["table"].items():
+    for name in ("random_file", "lexical"):  # the baselines name files; they write no patch
+        assert math.isnan(results["table"][name]["applied"]) and math.isnan(results["table"][name]["resolved"])
+    for stage in ("base", "sft", "sft_rl"):
+        row = results["table"][stage]
         predictions = (out / f"resolve_{stage}" / "predictions.jsonl").read_text().splitlines()
         records = json.loads((out / f"resolve_{stage}" / "report.json").read_text())["records"]
         assert [json.loads(p)["instance_id"] for p in predictions] == [r["instance_id"] for r in records]
@@ -39,7 +54,7 @@ def test_main_job_tiny_end_to_end(tmp_path, tiny_llama, monkeypatch):
     assert results["sft"]["steps"] == 2 and results["rl"]["steps"] == 2
     for stage in ("base", "sft", "sft_rl"):
         ev = json.loads((out / f"eval_{stage}" / "eval.json").read_text())
-        assert ev["num_records"] == 3  # one per localization subtask
+        assert ev["num_records"] == 1  # file localization (the default eval's only subtask), max_examples=1
     rl_metrics = [json.loads(line) for line in (out / "rl" / "metrics" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in rl_metrics] == [0, 1, 2]  # held-out eval before step 1, then each step
     assert "heldout/mean_reward" in rl_metrics[0] and "heldout/mean_reward" in rl_metrics[-1]

@@ -16,24 +16,13 @@ import random
 from pathlib import Path
 
 from swe_rl_jax.data.records import SPLITS, SUBTASKS, read_records, records_file
+from swe_rl_jax.sft.ground_truth import render_localization
 
 REASONS = [
     "The issue describes the failing behaviour; tracing it through the code points at these locations.",
     "Let me follow the call path from the public API mentioned in the report down to where the value is computed.",
     "The traceback and the expected output narrow this down to the code below.",
 ]
-
-
-def fenced(lines: list[str]) -> str:
-    return "```\n" + "\n".join(lines) + "\n```"
-
-
-def _grouped(items: list[list]) -> list[str]:
-    out: list[str] = []
-    for path in dict.fromkeys(p for p, _ in items):
-        out.append(path)
-        out.extend(v for p, v in items if p == path)
-    return out
 
 
 def localization_answers(subtask: str, gt: list, candidates: list, rng: random.Random) -> list[str]:
@@ -43,22 +32,20 @@ def localization_answers(subtask: str, gt: list, candidates: list, rng: random.R
         extra = right + wrong[:1]
         bad = wrong[:1] or ["setup.py"]
         hallucinated = right + ["src/does_not_exist.py"]
-        render = lambda xs: xs  # noqa: E731
     elif subtask == "function_localization":
-        render = lambda xs: _grouped([[p, (f"class: {n}" if n and "." not in n and n[:1].isupper() else f"function: {n}") if n else ""] for p, n in xs])  # noqa: E731
         right, extra, bad = gt, gt + wrong[:1], wrong[:1] or [[gt[0][0], "not_a_function"]]
         hallucinated = gt + [[gt[0][0], "Imaginary.method"]]
     else:
-        render = lambda xs: _grouped([[p, f"line: {n}"] for p, n in xs])  # noqa: E731
         right, extra = gt, gt + wrong[:1]
         bad = [c for c in candidates if all(c[0] != g[0] or abs(c[1] - g[1]) > 3 for g in gt)][:1] or [[gt[0][0], 100000]]
         hallucinated = gt + [["nowhere.py", 1]]
     reason = rng.choice(REASONS)
+    render = lambda xs: render_localization(subtask, xs)  # noqa: E731
     return [
-        f"{reason}\n\n{fenced([str(x) for x in render(right)])}",
-        f"{reason} One more place could be involved.\n\n{fenced([str(x) for x in render(extra)])}",
-        f"{fenced([str(x) for x in render(bad)])}",
-        f"{reason}\n\n{fenced([str(x) for x in render(hallucinated)])}",
+        f"{reason}\n\n{render(right)}",
+        f"{reason} One more place could be involved.\n\n{render(extra)}",
+        f"{render(bad)}",
+        f"{reason}\n\n{render(hallucinated)}",
         "I think the problem is in the configuration handling, but I cannot tell which file without running it.",
     ]
 

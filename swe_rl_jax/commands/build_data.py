@@ -3,6 +3,7 @@
     python -m swe_rl_jax.cli build-data --instances FILE --repos DIR --out DIR [--field patch=golden_patch]
     python -m swe_rl_jax.cli build-data --git-repo PATH [--repo-name owner/name] --out DIR
     python -m swe_rl_jax.cli build-data --sample --out DIR      # the shipped sample (data/sample/)
+    python -m swe_rl_jax.cli build-data --sample --synthesized --out DIR   # plus its synthesized tasks
 
 Instance files are JSON arrays, JSONL or Parquet. Writes OUT/<split>/<subtask>.jsonl and
 OUT/summary.json, and prints a summary table: tasks kept per split and subtask, skipped per
@@ -45,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="mine this repository's history (repeatable)")
     src.add_argument("--repo-name", help="repository name for a single --git-repo (default: its directory name)")
     src.add_argument("--sample", action="store_true", help="build the shipped sample in data/sample/")
+    src.add_argument("--synthesized", action="store_true",
+                     help="with --sample: add its synthesized tasks (data/sample/synth/, docs/SYNTH.md)")
+    src.add_argument("--sample-repos", metavar="DIR",
+                     help="with --sample: create its repositories in DIR and keep them (default: a temporary directory)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     b = p.add_argument_group("tasks")
     b.add_argument("--subtasks", type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
@@ -102,6 +107,9 @@ def main(argv: list[str]) -> int:
         print("error: --sample builds the shipped sample on its own; "
               "it takes no --instances, --field, --repos or --git-repo", file=sys.stderr)
         return 2
+    if (args.synthesized or args.sample_repos) and not args.sample:
+        print("error: --synthesized and --sample-repos go with --sample", file=sys.stderr)
+        return 2
     if args.repo_name and len(args.git_repo) != 1:
         print("error: --repo-name needs exactly one --git-repo", file=sys.stderr)
         return 2
@@ -110,7 +118,7 @@ def main(argv: list[str]) -> int:
         mining = from_dict(MiningOptions, _given(args, _MINING_FLAGS))
         progress = not args.no_progress
         if args.sample:
-            summary = build_sample(args.out, options, mining, progress)
+            summary = build_sample(args.out, options, mining, progress, args.synthesized, args.sample_repos or "")
         else:
             sources = BuildSources(tuple(args.instances), args.repos or "",
                                    tuple((p, args.repo_name or Path(p).resolve().name) for p in args.git_repo),

@@ -18,10 +18,10 @@ import sys
 import tempfile
 from typing import Any, Optional, Sequence
 
+from swe_rl_jax.commands.harness_args import add_harness_arguments, harness_options
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import InputError, RepoLocator, load_instances
-from swe_rl_jax.harness import (EnvironmentOptions, HarnessOptions, Limits, evaluate_predictions, load_predictions,
-                                load_specs, write_report)
+from swe_rl_jax.harness import evaluate_predictions, load_predictions, load_specs, write_report
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,17 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", action="store_true", help="the shipped sample's instances, repositories and specs")
     p.add_argument("--specs", metavar="FILE", help="environment and test-command specs per repository (JSON)")
     p.add_argument("--out", required=True, metavar="DIR", help="where report.json goes")
-    d, limits, env = HarnessOptions(), Limits(), EnvironmentOptions()
-    p.add_argument("--workers", type=int, default=d.workers, help="instances at once (%(default)s)")
-    p.add_argument("--timeout", type=float, default=limits.timeout_s, help="seconds per test run (%(default)s)")
-    p.add_argument("--memory-mb", type=int, default=limits.memory_mb, help="address space per process (%(default)s)")
-    p.add_argument("--env-cache", default=env.cache_dir, metavar="DIR",
-                   help="virtualenv cache (default: $SWE_RL_JAX_ENV_CACHE or ~/.cache/swe_rl_jax/envs)")
-    p.add_argument("--index-url", default=env.index_url, help="pip --index-url (default: pip's configuration)")
-    p.add_argument("--isolation", default=d.isolation, choices=("auto", "namespaces", "none"),
-                   help="sandbox mode (%(default)s: namespaces where the machine allows)")
-    p.add_argument("--work-dir", default=d.work_dir, metavar="DIR", help="where worktrees are made")
-    p.add_argument("--keep-worktrees", action="store_true", help="leave each run's worktree for inspection")
+    add_harness_arguments(p)
     return p
 
 
@@ -55,9 +45,7 @@ def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError("--instances FILE and --repos DIR are required (or --sample)")
     if bool(args.predictions) == bool(args.gold):
         raise InputError("give exactly one of --predictions FILE and --gold")
-    options = HarnessOptions(workers=args.workers, limits=Limits(timeout_s=args.timeout, memory_mb=args.memory_mb),
-                             env=EnvironmentOptions(cache_dir=args.env_cache, index_url=args.index_url),
-                             isolation=args.isolation, work_dir=args.work_dir, keep_worktrees=args.keep_worktrees)
+    options = harness_options(args)
     with tempfile.TemporaryDirectory(prefix="sample-repos-") as scratch:
         if args.sample:
             make_sample_repos(scratch)

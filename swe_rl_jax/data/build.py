@@ -2,10 +2,12 @@
 mined git histories, or the shipped sample) → `builder.build_dataset`.
 
 `build_from_sources` is the whole job behind the command; `build_sample` builds the shipped
-sample (`data/sample/`) in a temporary directory of clones, as the main job's first stage does.
+sample (`data/sample/`, optionally with its synthesized tasks) in a directory of clones, as the
+main job's first stage does.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tempfile
 from pathlib import Path
@@ -63,12 +65,21 @@ def build_from_sources(sources: BuildSources, options: BuildOptions, mining: Min
 
 
 def build_sample(out_dir: str | Path, options: BuildOptions = BuildOptions(), mining: MiningOptions = MiningOptions(),
-                 progress: bool = False) -> dict[str, Any]:
-    """The shipped sample: its instances plus the histories its manifest marks for mining."""
-    with tempfile.TemporaryDirectory(prefix="swe_rl_jax_sample_") as tmp:
-        made = make_sample_repos(tmp)
+                 progress: bool = False, synthesized: bool = False, repos_dir: str | Path = "") -> dict[str, Any]:
+    """The shipped sample: its instances plus the histories its manifest marks for mining, and with
+    `synthesized` the tasks synthesized from its repositories (`synth/sample.py`). The repositories
+    are made in `repos_dir` and kept there, or in a temporary directory."""
+    with contextlib.ExitStack() as stack:
+        repos = Path(repos_dir) if repos_dir else Path(stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="swe_rl_jax_sample_")))
+        made = make_sample_repos(repos)
+        instances = [str(SAMPLE_DIR / "instances.jsonl")]
+        if synthesized:
+            from swe_rl_jax.synth.sample import add_sample_synth_commits
+
+            instances.append(str(add_sample_synth_commits(made)))
         sources = BuildSources(
-            instances=(str(SAMPLE_DIR / "instances.jsonl"),), repos=tmp,
+            instances=tuple(instances), repos=str(repos),
             git_repos=tuple((str(made[spec["repo"]]), spec["repo"]) for spec in load_manifest()["repos"]
                             if spec.get("mine")))
         return build_from_sources(sources, options, mining, out_dir, progress)

@@ -20,6 +20,15 @@ SWE_RL_SYSTEM = (
 )
 
 _ISSUE = "Here is an issue reported against the repository:\n\n<issue>\n{issue}\n</issue>\n\n"
+_ISSUE_OPEN, _ISSUE_CLOSE = _ISSUE.split("{issue}")
+
+
+def issue_of(user_prompt: str) -> str:
+    """The issue text of a SoRFT user prompt (the inverse of its `_ISSUE` part): everything up to
+    the last closing tag, which is the template's own, since nothing after it is issue text."""
+    if not user_prompt.startswith(_ISSUE_OPEN) or _ISSUE_CLOSE not in user_prompt:
+        raise ValueError("not a SoRFT prompt: no <issue> block at its start")
+    return user_prompt[len(_ISSUE_OPEN):].rpartition(_ISSUE_CLOSE)[0]
 
 _SEARCH_REPLACE_FORMAT = """Write each edit as a SEARCH/REPLACE block:
 

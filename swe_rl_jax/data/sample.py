@@ -25,9 +25,11 @@ def _split_identity(identity: str) -> tuple[str, str]:
     return name, email.rstrip(">")
 
 
-def run_isolated_git(repo: Path, *args: str, identity: str = DEFAULT_AUTHOR, date: str = DEFAULT_DATE) -> str:
+def run_isolated_git(repo: Path, *args: str, identity: str = DEFAULT_AUTHOR, date: str = DEFAULT_DATE,
+                     index_file: str = "", stdin: str | None = None) -> str:
     """git without any system or user configuration (no signing, hooks, autocrlf, templates),
-    with a fixed identity and date: the same inputs give the same commit ids everywhere."""
+    with a fixed identity and date: the same inputs give the same commit ids everywhere.
+    `index_file`: an index other than the repository's own (GIT_INDEX_FILE); `stdin`: git's input."""
     name, email = _split_identity(identity)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -38,8 +40,10 @@ def run_isolated_git(repo: Path, *args: str, identity: str = DEFAULT_AUTHOR, dat
         "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date,
         "LC_ALL": "C",
     }
+    if index_file:
+        env["GIT_INDEX_FILE"] = index_file
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, encoding="utf-8", env=env,
-                          check=False)
+                          input=stdin, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip()}")
     return proc.stdout

