@@ -96,11 +96,11 @@ def grpo_rollout_seconds(config, params, tokenizer, lengths: list[int], repeats:
     class ForcedLengths(Engine):
         """`generate` with sample r limited to lengths[r] tokens (EOS stopping off)."""
 
-        def generate(self, config, params, prompts_token_ids, sampling_params, rng, tokenizer=None):
+        def generate(self, config, params, prompts_token_ids, sampling_params, rng, tokenizer=None, first_sample=0):
             sp = sampling_params
             keys = jax.random.split(jax.random.key(0) if isinstance(rng, int) else rng, len(prompts_token_ids) * sp.n)
-            requests = [Request(p, dataclasses.replace(sp, max_new_tokens=lengths[r], eos_ids=()), keys[r])
-                        for r, p in enumerate(p for p in prompts_token_ids for _ in range(sp.n))]
+            requests = [Request(p, dataclasses.replace(sp, max_new_tokens=lengths[first_sample + r], eos_ids=()),
+                                keys[r]) for r, p in enumerate(p for p in prompts_token_ids for _ in range(sp.n))]
             results = self.run(config, params, requests, tokenizer)
             return [dataclasses.replace(x, prompt_index=r // sp.n, sample_index=r % sp.n) for r, x in enumerate(results)]
 
