@@ -90,7 +90,7 @@ def rows() -> list[Row]:
                            **{"prompt-len": 8192})
             out.append(Row(f"SoRFT {model} PPO rollout", "rollout", target, rollout))
     for model in ("qwen2.5-coder-32b", "llama3.3-70b"):
-        for target in ("v5p-8", "v5p-32"):
+        for target in ("v5p-8", "v5p-32", "v5p-128"):
             rollout = dict(model=model, seq=16384, batch=512, algorithm="grpo", samples=16, mesh=_rollout_mesh(target),
                            **{"prompt-len": 12288})
             out.append(Row(f"GRPO {model} rollout, 32 x 16", "rollout", target, rollout))
@@ -181,9 +181,9 @@ def table() -> str:
         if r is None:
             continue
         used, fits, speed, fix = _cell(r)
-        mesh = ",".join(f"{k}={v}" for k, v in r["mesh"].items() if v > 1) if "mesh" in r else ""
+        mesh = ",".join(f"{k}={v}" for k, v in r["mesh"].items() if v > 1) if "mesh" in r else row.args.get("mesh", "fsdp")
         micro = row.args.get("micro-batches", "")
-        layout = f"{mesh}, {micro}" if micro else f"{mesh}, {r.get('live_sequences', '')} live"
+        layout = f"{mesh}, {micro}" if micro else f"{mesh}, {row.spec().live_sequences} live"
         lines.append(f"| {row.recipe} | {row.target} | {layout} | {used} | {fits} | {speed} | {fix} | "
                      f"`{row.command()}` |")
     return "\n".join(lines)

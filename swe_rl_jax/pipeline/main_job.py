@@ -86,7 +86,7 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     timings["data"] = time.perf_counter() - t
 
     t = _stage("baselines: a random file, the lexical ranking")
-    held_out = read_split_records(records, config.eval.split, ("file_localization",))
+    held_out = read_split_records(records, config.eval.split, ("file_localization",), config.eval.max_examples)
     outcomes = baseline_outcomes(held_out, RepoLocator(repos))
     baselines = {name: summarize(items) for name, items in outcomes.items()}
     per_record = {name: {r.task_id: o.hit for r, o in zip(held_out, items)} for name, items in outcomes.items()}
