@@ -11,6 +11,7 @@ import pytest
 
 from swe_rl_jax.models import ModelConfig
 from swe_rl_jax.plan.chips import CHIPS, GIB, chip_of_kind
+from swe_rl_jax.plan.report import _refused_temporaries
 from swe_rl_jax.plan.targets import libtpu_env, parse_target
 from swe_rl_jax.train.metrics import peak_flops_per_device
 
@@ -122,3 +123,25 @@ def test_slice_names_map_to_their_topologies():
     assert parse_target("v5p-128").topology == "v5p:4x4x4"
     assert parse_target("v6e-64").topology == "v6e:8x8" and parse_target("v6e-8").num_devices == 8
     assert parse_target("cpu:8").num_devices == 8 and not parse_target("cpu:8").is_tpu
+
+
+def test_a_program_the_tpu_compiler_refuses_is_a_plan_that_does_not_fit():
+    # Dense attention on 64k-token rows: the [rows, heads, S, S] scores alone are hundreds of GiB,
+    # so libtpu stops compiling; the plan reports the temporaries it named and "does not fit".
+    snippet = SNIPPET.replace('for p in ("sft", "rl", "critic", "rollout")', 'for p in ("sft",)').replace(
+        'algorithm="ppo"', 'algorithm="ppo", attention="dense", remat="none"')
+    target = parse_target("v5p:2x2x1")
+    proc = subprocess.run([sys.executable, "-c", snippet, json.dumps(TINY), json.dumps([65536, 8, 128, 2])],
+                          env=libtpu_env(target), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])["sft"]
+    assert "RESOURCE_EXHAUSTED" in r["compile_refused"] and not r["fits"]
+    assert r["temp_bytes"] > r["hbm_bytes"] and r["total_bytes"] > r["hbm_bytes"]
+    assert r["hints"] and "attention" in r["hints"][0]
+
+
+def test_refused_temporaries_are_read_from_the_compiler_message():
+    message = ("jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory "
+               "required for HLO temporaries (59.22G) exceeds available HBM (31.25G).")
+    assert _refused_temporaries(message) == int(59.22 * 2**30)
+    assert _refused_temporaries("INTERNAL: something else") is None

@@ -9,7 +9,9 @@ hold the run's other live state (`Program.resident`), so fits = peak + resident 
 from __future__ import annotations
 
 import math
+import re
 import time
+from types import SimpleNamespace
 from typing import Any, Optional
 
 import jax
@@ -50,6 +52,15 @@ def _per_chip_bytes(tree: Any) -> int:
     return sum(math.prod(leaf.sharding.shard_shape(leaf.shape)) * leaf.dtype.itemsize for leaf in jax.tree.leaves(tree))
 
 
+_REFUSED = re.compile(r"RESOURCE_EXHAUSTED: Ran out of memory.*?HLO temporaries \(([\d.]+)([KMGT])\)", re.S)
+
+
+def _refused_temporaries(message: str) -> Optional[int]:
+    """Bytes of temporaries a TPU compile refused as more than the HBM, or None (another error)."""
+    m = _REFUSED.search(message)
+    return None if m is None else int(float(m.group(1)) * 1024 ** " KMGT".index(m.group(2)))
+
+
 def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]:
     """Compiles `spec.program` for its target in this process (which must have the target's
     devices: `targets.libtpu_env` / fake CPU devices) and reports per-chip bytes, fit and bounds.
@@ -60,16 +71,26 @@ def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]
     rules = get_rules(rules_name)
     config = spec.model_config(config)
     program: Program = BUILDERS[spec.program](config, mesh, rules, spec)
+    params_bytes = _per_chip_bytes(program.params)
+    opt_bytes = _per_chip_bytes(program.opt_state) if program.opt_state is not None else 0
     start = time.perf_counter()
-    compiled = program.lower().compile()
+    refused = None
+    try:
+        compiled = program.lower().compile()
+        mem, hlo = compiled.memory_analysis(), compiled.as_text()
+    except jax.errors.JaxRuntimeError as e:
+        # The TPU compiler stops when a program's buffers exceed the chip's HBM: that is a
+        # "does not fit" with the temporaries it names, not a failed plan.
+        temp = _refused_temporaries(str(e))
+        if temp is None:
+            raise
+        refused, hlo = str(e).splitlines()[0][:300], ""
+        mem = SimpleNamespace(argument_size_in_bytes=params_bytes + opt_bytes, output_size_in_bytes=0,
+                              alias_size_in_bytes=0, temp_size_in_bytes=temp, generated_code_size_in_bytes=0)
     compile_seconds = time.perf_counter() - start
-    mem = compiled.memory_analysis()
-    hlo = compiled.as_text()
     peak = (mem.argument_size_in_bytes + mem.output_size_in_bytes - mem.alias_size_in_bytes
             + mem.temp_size_in_bytes + mem.generated_code_size_in_bytes)
     resident = {name: _per_chip_bytes(tree) for name, tree in program.resident.items()}
-    params_bytes = _per_chip_bytes(program.params)
-    opt_bytes = _per_chip_bytes(program.opt_state) if program.opt_state is not None else 0
     total = peak + sum(resident.values())
     chips = target.num_devices
     weight_split = unsharded_split(mesh, rules, "mlp", config.intermediate_size)
@@ -110,6 +131,8 @@ def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]
     if spec.program == "rollout":
         report.update(prompt_len=spec.prompt_tokens, samples=spec.samples, rollout_rules=spec.rollout_rules,
                       rollout_batch_split=batch_split, slots=spec.slots, live_sequences=spec.live_sequences)
+    if refused is not None:  # memory: the known arguments plus the temporaries the compiler named
+        report["compile_refused"] = refused
     report["hints"] = [] if report["fits"] else fit_hints(spec, report)
     return report
 
@@ -186,5 +209,7 @@ def format_report(r: dict[str, Any]) -> str:
     if r["hints"]:
         lines.append("to make it fit:")
         lines += [f"  - {h}" for h in r["hints"]]
+    if "compile_refused" in r:
+        lines.append(f"the TPU compiler refused the program (temporaries above are what it named): {r['compile_refused']}")
     lines.append(f"compile time {r['compile_seconds']} s")
     return "\n".join(lines)

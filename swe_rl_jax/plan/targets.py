@@ -81,8 +81,8 @@ def target_chip(target: Target, chip_name: Optional[str]) -> Chip:
 
 def libtpu_env(target: Target, environ: Optional[dict[str, str]] = None) -> dict[str, str]:
     """Environment for a process that compiles for `target` through libtpu on a host without
-    TPUs: no TPU runtime (JAX_PLATFORMS=cpu) and the accelerator type and worker host names
-    libtpu otherwise looks up, in vain, while it loads (and logs errors about)."""
+    TPUs: no TPU runtime (JAX_PLATFORMS=cpu), the accelerator type and worker host names libtpu
+    otherwise looks up, in vain, while it loads (and logs errors about), and no runtime lock."""
     from swe_rl_jax.parallel.fake_devices import fake_device_env
 
     env = fake_device_env(1, environ)  # JAX_PLATFORMS=cpu, the project on PYTHONPATH
@@ -90,6 +90,9 @@ def libtpu_env(target: Target, environ: Optional[dict[str, str]] = None) -> dict
         prefix, shape = target.topology.split(":")
         env.setdefault("TPU_ACCELERATOR_TYPE", f"{prefix}-{math.prod(int(d) for d in shape.split('x'))}")
         env.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+        # libtpu takes a host-wide lock for the TPU runtime; compiling needs no runtime, so plans
+        # (and the tests) may run beside each other.
+        env.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     return env
 
 
