@@ -94,6 +94,10 @@ def test_choose_impl_falls_back_where_a_kernel_cannot_express_the_mask():
     assert choose_impl("cudnn", plain, aligned=True) == "cudnn"
     assert choose_impl("cudnn", padded, aligned=True) == "chunked"  # cuDNN's causal call has no padding mask
     assert choose_impl("dense", padded, aligned=False) == "dense"
+    # Packed GRPO rows: a negative (shared-prompt) segment is seen by every response segment,
+    # which the kernels' equal-segment rule cannot express.
+    assert choose_impl("splash", padded, aligned=True, shared_prefix=True) == "chunked"
+    assert choose_impl("cudnn", plain, aligned=True, shared_prefix=True) == "chunked"
 
 
 SHARDED = r"""
