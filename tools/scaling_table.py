@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import subprocess
 import sys
@@ -65,9 +66,10 @@ def _chips(target: str) -> int:
     return resolve_layout(PlanSpec(program="sft", model="qwen2.5-7b", seq=8, batch=8, target=target))[0].num_devices
 
 
-def _rollout_mesh(target: str) -> str:
-    """The rollout's mesh: tensor over up to 8 chips (the presets' 8 kv heads), fsdp over the rest."""
-    return f"fsdp=-1,tensor={min(_chips(target), 8)}"
+def _rollout_mesh(target: str, model: str) -> str:
+    """The rollout's mesh: tensor over as many chips as divide the kv heads (so that the KV cache
+    splits), fsdp (more rows per chip split) over the rest."""
+    return f"fsdp=-1,tensor={math.gcd(_chips(target), preset(model).num_kv_heads)}"
 
 
 def rows() -> list[Row]:
@@ -86,12 +88,12 @@ def rows() -> list[Row]:
             update = dict(model=model, seq=16384, batch=64, algorithm="ppo", **{"micro-batches": max(1, 64 // chips)})
             out.append(Row(f"SoRFT {model} PPO actor", "rl", target, update))
             out.append(Row(f"SoRFT {model} PPO critic", "critic", target, update))
-            rollout = dict(model=model, seq=12288, batch=64, algorithm="ppo", mesh=_rollout_mesh(target),
+            rollout = dict(model=model, seq=12288, batch=64, algorithm="ppo", mesh=_rollout_mesh(target, model),
                            **{"prompt-len": 8192})
             out.append(Row(f"SoRFT {model} PPO rollout", "rollout", target, rollout))
     for model in ("qwen2.5-coder-32b", "llama3.3-70b"):
         for target in ("v5p-8", "v5p-32", "v5p-128"):
-            rollout = dict(model=model, seq=16384, batch=512, algorithm="grpo", samples=16, mesh=_rollout_mesh(target),
+            rollout = dict(model=model, seq=16384, batch=512, algorithm="grpo", samples=16, mesh=_rollout_mesh(target, model),
                            **{"prompt-len": 12288})
             out.append(Row(f"GRPO {model} rollout, 32 x 16", "rollout", target, rollout))
     model = "llama3.3-70b"
