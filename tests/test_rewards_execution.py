@@ -13,7 +13,7 @@ import pytest
 from swe_rl_jax.cli import main as cli
 from swe_rl_jax.data.records import read_records, records_file
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
-from swe_rl_jax.rewards import RewardPool, RewardTask, score_batch, swe_rl_reward
+from swe_rl_jax.rewards import score_batch, swe_rl_reward
 from swe_rl_jax.rewards import execution
 from swe_rl_jax.scoring import reward_task
 from toy_rewards import breaking_answer, whole_file_answer

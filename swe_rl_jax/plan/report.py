@@ -93,7 +93,6 @@ def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]
     resident = {name: _per_chip_bytes(tree) for name, tree in program.resident.items()}
     total = peak + sum(resident.values())
     chips = target.num_devices
-    weight_split = unsharded_split(mesh, rules, "mlp", config.intermediate_size)
     if spec.program == "rollout":
         engine_rules = rollout_engine(mesh, spec).rules
         batch_split = math.prod(mesh.shape[a] for a in engine_rules.get("batch", ()))
@@ -105,7 +104,8 @@ def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]
             waves=-(-spec.batch // spec.live_sequences)).as_dict()
     else:
         bound = train_roofline(config, spec.seq, spec.batch, spec.micro_batches, spec.remat, spec.chunk,
-                               params_bytes + opt_bytes, chip, chips, weight_split,
+                               params_bytes + opt_bytes, chip, chips,
+                               unsharded_split(mesh, rules, "mlp", config.intermediate_size),
                                lm_head=spec.program != "critic").as_dict()
     report: dict[str, Any] = {
         "program": spec.program, "model": spec.model if config == spec.model_config() else "custom",

@@ -9,6 +9,7 @@ import jax
 
 from swe_rl_jax.config import require
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
+from swe_rl_jax.parallel.distributed import multi_process
 from swe_rl_jax.sampling.engine import ROLLOUT_RULES, Engine
 
 
@@ -42,7 +43,7 @@ def build_engine(config: RolloutConfig, run_mesh: Optional[jax.sharding.Mesh] = 
     at all when both are unset: single-device rollouts). With several processes each host
     samples its own prompts (rl/host_sampling.py), so the engine's mesh is over this host's
     devices: `config.mesh` sized to them, or fsdp over all of them."""
-    if jax.process_count() > 1:
+    if multi_process():
         mesh = make_mesh(config.mesh or MeshConfig(fsdp=-1), jax.local_devices())
     else:
         mesh = make_mesh(config.mesh) if config.mesh is not None else run_mesh

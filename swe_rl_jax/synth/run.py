@@ -49,7 +49,7 @@ from swe_rl_jax.data.sources import GitError, GitRepo, InputError, RepoLocator, 
 from swe_rl_jax.harness import (HarnessOptions, RepoSpec, TestRun, ensure_environment, evaluate_predictions,
                                 isolation_mode, run_tests)
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError
-from swe_rl_jax.harness.sandbox import Limits, check_work_dir
+from swe_rl_jax.harness.sandbox import check_work_dir
 from swe_rl_jax.harness.specs import repo_spec, spec_to_dict
 from swe_rl_jax.harness.testlog import ERROR, SUCCESS
 from swe_rl_jax.rewards import git_diff

@@ -11,6 +11,7 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from swe_rl_jax.models.decoder import RematPolicy
+from swe_rl_jax.parallel.distributed import multi_process
 
 # Cheapest first: recompute nothing, the attention core, all but the weight matmuls, everything.
 REMAT_BY_COST = ("none", "attention", "dots", "full")
@@ -28,7 +29,7 @@ def memory_budget_bytes(budget_gb: float) -> int:
         budget = int(0.9 * stats["bytes_limit"])
     else:
         budget = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4)
-    if jax.process_count() > 1:  # every process must compile the same program: the smallest decides
+    if multi_process():  # every process must compile the same program: the smallest decides
         budget = int(np.min(multihost_utils.process_allgather(np.int64(budget))))
     return budget
 
