@@ -32,6 +32,12 @@ def test_main_job_tiny_end_to_end(tmp_path, tiny_llama, monkeypatch):
     assert set(results["table"]) == {"base", "sft", "sft_rl", "random_file", "lexical"}
     held_out = read_split_records(out / "records", "validation", ("file_localization",))
     assert len(held_out) == 123
+    # the default's renamed copies (renamed_copies: 3) join the training records, never the held-out ones
+    train = read_split_records(out / "records", "train", ("file_localization",))
+    originals = {r.task_id for r in train if "renamed_from" not in r.meta}
+    assert len(originals) == 127 and len(train) == 4 * 127
+    assert all(r.meta["renamed_from"] in originals for r in train if "renamed_from" in r.meta)
+    assert report["train"]["written"] == {"file_localization": 4 * 127}
     for name, row in results["table"].items():
         assert {"format_correct", "file_hit", "file_n", "file_hit_ci", "mean_reward", "applied", "resolved"} <= set(row)
         assert row["file_n"] == 1, name

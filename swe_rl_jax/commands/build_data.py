@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from swe_rl_jax.config import ConfigError, from_dict
+from swe_rl_jax.data.augment import add_renamed_copies
 from swe_rl_jax.data.build import BuildSources, build_from_sources, build_sample
 from swe_rl_jax.data.builder import format_summary
 from swe_rl_jax.data.options import BuildOptions, MiningOptions
@@ -73,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"unmodified files added to the SWE-RL context ({d.related_files})")
     b.add_argument("--val-fraction", type=float, metavar="F",
                    help=f"share of repositories in the validation split ({d.val_fraction})")
+    b.add_argument("--renamed-copies", type=int, default=0, metavar="N",
+                   help="add N copies of each training file-localization task with its package and module "
+                        "names renamed (data/augment.py; default 0)")
     b.add_argument("--tokenizer", help="'' (chars/4 estimate, default), 'qwen', or a tokenizer directory")
     m = p.add_argument_group("mining")
     m.add_argument("--rev", help=f"revision whose first-parent history is mined ({dm.rev})")
@@ -110,6 +114,9 @@ def main(argv: list[str]) -> int:
     if (args.synthesized or args.sample_repos) and not args.sample:
         print("error: --synthesized and --sample-repos go with --sample", file=sys.stderr)
         return 2
+    if args.renamed_copies < 0:
+        print(f"error: --renamed-copies must be >= 0, got {args.renamed_copies}", file=sys.stderr)
+        return 2
     if args.repo_name and len(args.git_repo) != 1:
         print("error: --repo-name needs exactly one --git-repo", file=sys.stderr)
         return 2
@@ -128,5 +135,8 @@ def main(argv: list[str]) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(format_summary(summary))
+    if args.renamed_copies:
+        added = add_renamed_copies(args.out, args.renamed_copies)
+        print(f"added {added} renamed copies of the training file-localization records")
     print(f"wrote {Path(args.out) / '<split>/<subtask>.jsonl'} and {Path(args.out) / 'summary.json'}")
     return 0

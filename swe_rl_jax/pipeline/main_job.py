@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from swe_rl_jax.config import require, to_dict
+from swe_rl_jax.data.augment import add_renamed_copies
 from swe_rl_jax.data.build import build_sample
 from swe_rl_jax.data.builder import format_summary
 from swe_rl_jax.data.records import read_split_records
@@ -57,6 +58,10 @@ class MainConfig:
     out_dir: str = "outputs/main"
     model: ModelSource = field(default_factory=ModelSource)
     synthesized: bool = True  # add the sample's synthesized tasks (data/sample/synth) to its issues
+    # Renamed copies of each training file-localization record (data/augment.py): the same task
+    # under other package and module names, so that naming a training repository's files is not
+    # rewarded and finding the file the issue points at is.
+    renamed_copies: int = 0
     sft_data: Literal["teacher", "ground_truth"] = "teacher"  # teacher responses (rejection-sampled) or the ground truth
     # The shipped sample's teacher answers, wherever the command runs from.
     teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path=str(SAMPLE_DIR / "teacher_responses.jsonl")))
@@ -68,6 +73,7 @@ class MainConfig:
 
     def __post_init__(self) -> None:
         require(bool(self.out_dir), "out_dir", "is required")
+        require(self.renamed_copies >= 0, "renamed_copies", "must be >= 0")
         require(self.sft_data in ("teacher", "ground_truth"), "sft_data", "must be 'teacher' or 'ground_truth'")
 
 
@@ -83,6 +89,9 @@ def run_main(config: MainConfig) -> dict[str, Any]:
 
     t = _stage("build subtask data from the shipped sample" + (" and its synthesized tasks" * config.synthesized))
     print(format_summary(build_sample(records, synthesized=config.synthesized, repos_dir=repos)))
+    if config.renamed_copies:
+        added = add_renamed_copies(records, config.renamed_copies)
+        print(f"added {added} renamed copies of the training file-localization records")
     timings["data"] = time.perf_counter() - t
 
     t = _stage("baselines: a random file, the lexical ranking")
