@@ -49,8 +49,14 @@ def test_round_up_buckets():
         Buckets(prompt_floor=0)
 
 
+def test_default_buckets_split_each_octave_in_four():
+    # octave [512, 1024) in steps of 128, [256, 512) in steps of 64: at most 25 % padding
+    assert [Buckets().prompt(n) for n in (300, 500, 513, 576, 700)] == [320, 512, 640, 640, 768]
+    assert Buckets().new_tokens(24) == 24 and Buckets().new_tokens(20) == 20
+
+
 def test_prompt_lengths_within_a_bucket_reuse_one_compilation(params):
-    engine = Engine(Buckets(prompt_floor=8, new_tokens_floor=8))
+    engine = Engine(Buckets(prompt_floor=8, new_tokens_floor=8, steps_per_octave=1))  # whole octaves
     run = lambda prompts, **kw: engine.generate(  # noqa: E731
         CONFIG, params, prompts, SamplingParams(**{"max_new_tokens": 6, "eos_ids": (), **kw}), 0)
     run([[5] * 3, [6] * 9])  # prompt bucket 16, batch bucket 2
