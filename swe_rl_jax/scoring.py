@@ -20,6 +20,7 @@ def reward_meta(record: TaskRecord) -> dict[str, Any]:
             "code_context": record.context["code_context"],
             "oracle_new_content": record.ground_truth["oracle_new_content"],
             "instance_id": record.instance_id,
+            "subtask": record.subtask,  # the answer format of the execution rewards
         }
     return {"ground_truth": record.ground_truth["items"], "candidates": record.candidates}
 

@@ -16,6 +16,7 @@ from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.rewards import score_batch, swe_rl_reward
 from swe_rl_jax.rewards import execution
 from swe_rl_jax.scoring import reward_task
+from swe_rl_jax.sft.ground_truth import render_answer
 from toy_rewards import breaking_answer, whole_file_answer
 
 
@@ -53,6 +54,24 @@ def test_tests_pass_scores_oracle_broken_and_malformed(setup, monkeypatch):
     monkeypatch.setattr(execution, "run_tests", lambda *a, **k: pytest.fail("ran the tests again"))
     assert score_batch(tasks[:2], num_workers=1, timeout_s=60) == results[:2]
     assert len(glob.glob(str(root / "envs" / "results" / "*" / "*.json"))) >= 2
+
+
+def test_tests_pass_reads_each_subtask_in_its_own_format(setup):
+    """An `edit_generation` answer is SoRFT's blocks, no envelope; the same text for a `swe_rl`
+    record lacks SWE-RL's envelope and is malformed."""
+    root, config = setup
+    meta = {"execution": dataclasses.asdict(config)}
+    edit = {r.instance_id: r for r in read_records(records_file(root / "records", "validation", "edit_generation"))}
+    record = edit["quillsoft__configlet-12"]
+    context, oracle = record.context["code_context"], record.ground_truth["oracle_new_content"]
+    broken = breaking_answer(context, oracle).split("<solution>\n")[1].split("\n</solution>")[0]
+    answers = (render_answer(record), broken, "```python\nno blocks\n```")
+    tasks = [reward_task(record, answer, {"edit_generation": "tests_pass"}, meta) for answer in answers]
+    swe_rl_record = {r.instance_id: r for r in _swe_rl_records(root, "validation")}["quillsoft__configlet-12"]
+    tasks.append(reward_task(swe_rl_record, answers[0], {"swe_rl": "tests_pass"}, meta))
+    results = score_batch(tasks, num_workers=1, timeout_s=60)
+    assert [s for s, _ in results] == [1.0, 0.0, -1.0, -1.0]
+    assert results[0][1]["resolved"] and results[3][1]["kind"] == "tag_count"
 
 
 def test_tests_pass_similarity_mixes_both_rewards(setup):

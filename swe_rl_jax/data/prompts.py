@@ -30,26 +30,20 @@ def issue_of(user_prompt: str) -> str:
         raise ValueError("not a SoRFT prompt: no <issue> block at its start")
     return user_prompt[len(_ISSUE_OPEN):].rpartition(_ISSUE_CLOSE)[0]
 
-_SEARCH_REPLACE_FORMAT = """Write each edit as a SEARCH/REPLACE block:
+_SEARCH_REPLACE_FORMAT = """Write each edit as a SEARCH/REPLACE block in a fence:
 
 ```python
 ### path/to/file.py
 <<<<<<< SEARCH
-the existing lines to change, copied exactly, indentation included
+existing lines of the file, copied exactly, indentation included
 =======
 the lines that replace them
 >>>>>>> REPLACE
 ```
 
-Rules:
-- The `### path` line names the file, relative to the repository root.
-- The SEARCH part must match consecutive lines of the current file exactly; include enough
-  unchanged lines around the change that it matches in only one place.
-- The markers `<<<<<<< SEARCH`, `=======` and `>>>>>>> REPLACE` stand alone on their lines.
-- Fence every block as shown: the opening fence on the line right before `### path`, the closing
-  fence on the line right after `>>>>>>> REPLACE`.
-- Use one block per edit; several blocks may edit the same file.
-- To create a new file, leave the SEARCH part empty and put the whole file in the REPLACE part."""
+The `### path` line names the file from the repository root. The SEARCH lines must occur once in
+the file: add unchanged lines around the change if needed. Use one block per edit; an empty
+SEARCH part creates a new file."""
 
 
 def _code_blocks(files: Mapping[str, str], numbered: bool = False) -> str:

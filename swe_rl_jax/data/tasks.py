@@ -182,14 +182,17 @@ def _created(prep: PreparedInstance, keep: Callable[[str], bool]) -> list[str]:
 def edit_generation(prep: PreparedInstance, ctx: TaskContext) -> TaskRecord:
     _check_expressible(prep)
     files = _gt_files(prep)
-    segments = {}
+    segments, shown = {}, {}
     for path in files:
         lines, ranges = _ranges(prep, path, ctx.options.context_lines)
         segments[path] = render_ranges(lines, ranges, numbered=False)
+        shown[path] = [list(r) for r in ranges]
     user = prompts.edit_generation(prep.instance.problem_statement, segments)
+    # `shown`: the 1-based inclusive line ranges of each file the prompt shows (what a rule-based
+    # repair may look at, eval/repair_baseline.py).
     return _record(prep, "edit_generation", prompts.SORFT_SYSTEM, user, ctx,
                    _edit_truth(prep, files, _created(prep, prep.source_filter)), files,
-                   {"code_context": {p: prep.old[p] for p in files}})
+                   {"code_context": {p: prep.old[p] for p in files}, "shown": shown})
 
 
 def swe_rl(prep: PreparedInstance, ctx: TaskContext) -> TaskRecord:

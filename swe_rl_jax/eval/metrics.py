@@ -7,6 +7,9 @@ Definitions (decisions where the papers are loose):
   A SEARCH block not found in the file is a format error, as in SWE-RL.
 - hit (localization, edit): at least one predicted item is in the ground truth (SoRFT's "hit").
 - applied (edit, SWE-RL): the edits parse and apply to the original files.
+- resolved (edit, SWE-RL, scored by an execution reward, rewards/execution.py): the harness ran
+  the instance's tests on the edits and every one passed; the share over the group's edit
+  outcomes (a malformed answer is not resolved), absent when none was scored by an execution reward.
 - precision / recall / F-beta: of the parsed answer; 0 when nothing parsed.
 - fbeta: mean reward over a group's localization outcomes (their reward is the F-beta);
   swe_rl_reward: mean reward over its `swe_rl` outcomes. Each is absent when the group has none,
@@ -17,12 +20,12 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
 from swe_rl_jax.subtasks import APPLIED_KINDS, EDIT_SUBTASKS, LOCALIZATION_SUBTASKS, format_ok
 
 TABLE_COLUMNS = ("n", "format_correct", "hit", "precision", "recall", "fbeta", "mean_reward", "swe_rl_reward",
-                 "applied")
+                 "applied", "resolved")
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Outcome:
     precision: float
     recall: float
     kind: str
+    resolved: Optional[bool] = None  # None: not scored by an execution reward
 
 
 def outcome(subtask: str, repo: str, score: float, info: Mapping[str, Any]) -> Outcome:
@@ -44,6 +48,7 @@ def outcome(subtask: str, repo: str, score: float, info: Mapping[str, Any]) -> O
         subtask=subtask, repo=repo, score=float(score), format_ok=format_ok(subtask, kind),
         hit=int(info.get("tp", 0) or 0) >= 1, applied=subtask in EDIT_SUBTASKS and kind in APPLIED_KINDS,
         precision=float(info.get("precision", 0.0) or 0.0), recall=float(info.get("recall", 0.0) or 0.0), kind=kind,
+        resolved=bool(info["resolved"]) if "resolved" in info else None,
     )
 
 
@@ -68,6 +73,8 @@ def summarize(outcomes: Iterable[Outcome]) -> dict[str, dict[str, float]]:
         localization = [o.score for o in items if o.subtask in LOCALIZATION_SUBTASKS]
         if localization:
             row["fbeta"] = _mean(localization)
+        if any(o.resolved is not None for o in items):  # a malformed answer has None: not resolved
+            row["resolved"] = _mean([bool(o.resolved) for o in items if o.subtask in EDIT_SUBTASKS])
         swe_rl = [o.score for o in items if o.subtask == "swe_rl"]
         if swe_rl:
             row["swe_rl_reward"] = _mean(swe_rl)
@@ -92,4 +99,4 @@ def outcomes_to_json(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
 
 
 def outcome_from_json(data: Mapping[str, Any]) -> Outcome:
-    return Outcome(**{f.name: data[f.name] for f in dataclasses.fields(Outcome)})
+    return Outcome(**{f.name: data[f.name] for f in dataclasses.fields(Outcome) if f.name in data})

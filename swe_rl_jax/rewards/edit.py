@@ -21,9 +21,8 @@ from typing import Literal, Mapping
 from swe_rl_jax.rewards.diffs import changed_line_items
 from swe_rl_jax.rewards.errors import FormatError
 from swe_rl_jax.rewards.fbeta import DEFAULT_BETA, fbeta, overlap_info
-from swe_rl_jax.rewards.limits import DEFAULT_TIME_LIMIT_S, RewardResult, check_response, run_guarded
-from swe_rl_jax.rewards.parsers import after_think
-from swe_rl_jax.rewards.swe_rl import normalize_file_keys, patch_similarity, predicted_contents
+from swe_rl_jax.rewards.limits import DEFAULT_TIME_LIMIT_S, RewardResult, run_guarded
+from swe_rl_jax.rewards.swe_rl import answer_edits, normalize_file_keys, patch_similarity
 
 EditMode = Literal["lines", "similarity"]
 EDIT_MODES = ("lines", "similarity")
@@ -34,12 +33,9 @@ def compute_edit(code_context: Mapping[str, str], oracle_new_content: Mapping[st
                  response: str, mode: str, beta: float) -> RewardResult:
     """The unguarded reward (may raise on bad metadata); callers use the `*_reward` wrapper or
     the registry, which add the time limit and the catch-all."""
-    error = check_response(response)
-    if error is not None:
-        return EDIT_MIN_SCORE, error.info()
     context = normalize_file_keys(code_context)
     oracle = normalize_file_keys(oracle_new_content)
-    pred = predicted_contents(context, after_think(response))
+    pred = answer_edits(context, response, "sorft")
     if isinstance(pred, FormatError):
         return EDIT_MIN_SCORE, pred.info()
     new_contents, parse_info = pred

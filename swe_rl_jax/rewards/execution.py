@@ -1,13 +1,16 @@
 """Execution rewards: do the instance's tests pass with the response's edits? (the harness, harness/)
 
-- `tests_pass`: −1 for a format error (the SWE-RL rules of swe_rl.py: envelope, blocks in the
-  paper's fenced format, every block applies to the shown files); else 1.0 when every FAIL_TO_PASS and PASS_TO_PASS test of the
+- `tests_pass`: −1 for a format error (for a `swe_rl` record the SWE-RL rules of swe_rl.py:
+  envelope, blocks in the paper's fenced format; for an `edit_generation` record SoRFT's: blocks
+  after the reasoning, fenced or not; in both, every block applies to the shown files: −1 is
+  SWE-RL's penalty, used for both formats so one reward has one scale); else 1.0 when every
+  FAIL_TO_PASS and PASS_TO_PASS test of the
   instance passes with the edits and the instance's test patch applied, 0.0 otherwise (a test run
   that times out scores 0.0: the edits made the tests hang).
 - `tests_pass_similarity`: −1 for a format error; else w · tests_pass + (1 − w) · the SWE-RL
   similarity reward, w = `execution.tests_weight` (0.5).
 
-Metadata: `code_context` and `instance_id` (a `swe_rl` record; scoring.reward_meta),
+Metadata: `code_context`, `instance_id` and `subtask` (an edit record; scoring.reward_meta),
 `oracle_new_content` (similarity), and `execution` (an `ExecutionConfig` as a dict: where the
 instances, repositories, specs and environments are, and the test limits). The edited files
 become a `git diff` (rewards.diffs.git_diff, a canonical text for equal resulting files), which
@@ -37,11 +40,11 @@ from swe_rl_jax.harness.runner import run_tests
 from swe_rl_jax.harness.sandbox import Limits, isolation_mode
 from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for
 from swe_rl_jax.harness.testlog import SUCCESS
-from swe_rl_jax.rewards.diffs import git_diff
+from swe_rl_jax.rewards.diffs import edit_patch
 from swe_rl_jax.rewards.errors import FormatError
-from swe_rl_jax.rewards.limits import RewardResult, check_response
-from swe_rl_jax.rewards.parsers import parse_think_solution
-from swe_rl_jax.rewards.swe_rl import SWE_RL_MIN_SCORE, normalize_file_keys, patch_similarity, predicted_contents
+from swe_rl_jax.rewards.limits import RewardResult
+from swe_rl_jax.rewards.swe_rl import SWE_RL_MIN_SCORE, answer_edits, normalize_file_keys, patch_similarity
+from swe_rl_jax.subtasks import subtask
 
 EXECUTION_REWARDS = ("tests_pass", "tests_pass_similarity")
 
@@ -146,19 +149,15 @@ def tests_result(config: ExecutionConfig, instance_id: str, patch: str) -> dict[
 
 def compute_execution(meta: Mapping[str, Any], response: str, with_similarity: bool) -> RewardResult:
     """The unguarded rewards (the registry adds the time limit and the catch-all): `tests_pass`,
-    or with `with_similarity` its mix with the SWE-RL similarity reward."""
-    error = check_response(response)
-    envelope = parse_think_solution(response) if error is None else error
-    if isinstance(envelope, FormatError):
-        return SWE_RL_MIN_SCORE, envelope.info()
+    or with `with_similarity` its mix with the SWE-RL similarity reward. The answer is read in the
+    format of the record's subtask (`meta["subtask"]`, default `swe_rl`)."""
     context = normalize_file_keys(meta["code_context"])
-    pred = predicted_contents(context, envelope.answer, fenced=True)
+    pred = answer_edits(context, response, subtask(meta.get("subtask", "swe_rl")).family)
     if isinstance(pred, FormatError):
         return SWE_RL_MIN_SCORE, pred.info()
     new_contents, parse_info = pred
     config = from_dict(ExecutionConfig, meta["execution"], "execution")
-    patch = git_diff({p: context.get(p, "") for p in new_contents if p in context}, new_contents)
-    result = tests_result(config, meta["instance_id"], patch)
+    result = tests_result(config, meta["instance_id"], edit_patch(context, new_contents))
     score = float(result["resolved"])
     info = {"kind": "ok", **result, **parse_info}
     if with_similarity:

@@ -19,16 +19,20 @@ docs/REWARDS.md.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from swe_rl_jax.rewards.diffs import normalized_patches
 from swe_rl_jax.rewards.errors import FormatError
 from swe_rl_jax.rewards.limits import DEFAULT_TIME_LIMIT_S, RewardResult, check_response, run_guarded
-from swe_rl_jax.rewards.parsers import normalize_path, parse_think_solution
+from swe_rl_jax.rewards.parsers import after_think, normalize_path, parse_think_solution
 from swe_rl_jax.rewards.search_replace import apply_search_replace, parse_search_replace
 from swe_rl_jax.rewards.similarity import sequence_ratio
 
 SWE_RL_MIN_SCORE = -1.0
+# How an edit answer is written: the family of its subtask (subtasks.py). "swe_rl": the
+# <think>/<solution> envelope around SEARCH/REPLACE blocks; "sorft": the blocks after the
+# reasoning (the last `</think>`), fenced or not.
+AnswerFormat = Literal["sorft", "swe_rl"]
 
 
 def normalize_file_keys(files: Mapping[str, str]) -> dict[str, str]:
@@ -50,6 +54,22 @@ def predicted_contents(
         return FormatError(applied.kind, applied.reason,
                            {**applied.details, "malformed_blocks": edits.malformed})
     return applied.new_contents, {"n_blocks": len(edits.blocks), "malformed_blocks": edits.malformed}
+
+
+def answer_edits(code_context: Mapping[str, str], response: str, answer_format: AnswerFormat,
+                 fenced: bool = True) -> tuple[dict[str, str], dict[str, Any]] | FormatError:
+    """(path → new content of each file the answer edits, parse info): the response's blocks,
+    read in `answer_format` (with `fenced`, the paper's fence rule for "swe_rl"), applied with
+    SWE-RL semantics to `code_context` (keys already normalized); or its first FormatError."""
+    error = check_response(response)
+    if error is not None:
+        return error
+    if answer_format == "sorft":
+        return predicted_contents(code_context, after_think(response))
+    envelope = parse_think_solution(response)
+    if isinstance(envelope, FormatError):
+        return envelope
+    return predicted_contents(code_context, envelope.answer, fenced)
 
 
 def patch_similarity(
@@ -92,12 +112,8 @@ def compute_swe_rl(code_context: Mapping[str, str], oracle_new_content: Mapping[
     """The unguarded reward (may raise on bad metadata); callers use the `*_reward` wrapper or
     the registry, which add the time limit and the catch-all. `fenced`: the paper's format rule
     for SEARCH/REPLACE blocks; False accepts the lenient format."""
-    error = check_response(response)
-    envelope = parse_think_solution(response) if error is None else error
-    if isinstance(envelope, FormatError):
-        return SWE_RL_MIN_SCORE, envelope.info()
     context = normalize_file_keys(code_context)
-    pred = predicted_contents(context, envelope.answer, fenced)
+    pred = answer_edits(context, response, "swe_rl", fenced)
     if isinstance(pred, FormatError):
         return SWE_RL_MIN_SCORE, pred.info()
     new_contents, parse_info = pred
