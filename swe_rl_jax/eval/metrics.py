@@ -5,6 +5,8 @@ Definitions (decisions where the papers are loose):
   reward info kind `ok`; for localization also `absent_items`, well formed but naming things not
   in the input; for edit generation also `empty_edit`, blocks that apply but change nothing).
   A SEARCH block not found in the file is a format error, as in SWE-RL.
+- in-tree (localization): the answer parsed and names only items of the input (reward info kind
+  `ok`); format-correct also counts well-formed answers that name absent items, which score 0.
 - hit (localization, edit): at least one predicted item is in the ground truth (SoRFT's "hit").
 - applied (edit, SWE-RL): the edits parse and apply to the original files.
 - precision / recall / F-beta: of the parsed answer; 0 when nothing parsed.
@@ -21,8 +23,8 @@ from typing import Any, Iterable, Mapping
 
 from swe_rl_jax.subtasks import APPLIED_KINDS, EDIT_SUBTASKS, LOCALIZATION_SUBTASKS, format_ok
 
-TABLE_COLUMNS = ("n", "format_correct", "hit", "precision", "recall", "fbeta", "mean_reward", "swe_rl_reward",
-                 "applied")
+TABLE_COLUMNS = ("n", "format_correct", "in_tree", "hit", "precision", "recall", "fbeta", "mean_reward",
+                 "swe_rl_reward", "applied")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ class Outcome:
     precision: float
     recall: float
     kind: str
+
+    @property
+    def in_tree(self) -> bool:
+        """A localization answer that parsed and names only items of the input."""
+        return self.subtask in LOCALIZATION_SUBTASKS and self.kind == "ok"
 
 
 def outcome(subtask: str, repo: str, score: float, info: Mapping[str, Any]) -> Outcome:
@@ -65,9 +72,10 @@ def summarize(outcomes: Iterable[Outcome]) -> dict[str, dict[str, float]]:
         edits = [o.applied for o in items if o.subtask in EDIT_SUBTASKS]
         if edits:
             row["applied"] = _mean(edits)
-        localization = [o.score for o in items if o.subtask in LOCALIZATION_SUBTASKS]
+        localization = [o for o in items if o.subtask in LOCALIZATION_SUBTASKS]
         if localization:
-            row["fbeta"] = _mean(localization)
+            row["in_tree"] = _mean([o.in_tree for o in localization])
+            row["fbeta"] = _mean([o.score for o in localization])
         swe_rl = [o.score for o in items if o.subtask == "swe_rl"]
         if swe_rl:
             row["swe_rl_reward"] = _mean(swe_rl)
