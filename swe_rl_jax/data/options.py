@@ -40,6 +40,9 @@ class BuildOptions:
     distractor_files: int = 2  # unmodified files shown besides the modified ones (function localization)
     related_files: int = 2  # unmodified files added to the SWE-RL context
     val_fraction: float = 0.1  # share of repositories in the validation split
+    # Repositories that make the validation split, all others train (a repository cross-validation
+    # holds each out in turn); empty: the split by hash and `val_fraction` (builder.py).
+    held_out_repos: tuple[str, ...] = ()
     tokenizer: str = ""  # "" (chars/4), "qwen", or a tokenizer directory
 
     def __post_init__(self) -> None:
