@@ -13,6 +13,7 @@ from swe_rl_jax.data.augment import (MODULE_NAMES, add_renamed_copies, draw_mapp
 from swe_rl_jax.data.build import build_sample
 from swe_rl_jax.data.options import BuildOptions
 from swe_rl_jax.data.records import TaskRecord, read_records, records_file
+from swe_rl_jax.data.skeleton import render_tree
 from swe_rl_jax.rewards import score_batch
 from swe_rl_jax.scoring import reward_task
 from swe_rl_jax.synth.issue_text import restyle
@@ -81,6 +82,21 @@ def test_rename_record_renders_the_renamed_prompt():
     answers = ["```\nhook/atlas.py\n```", "```\ntaskq/retry.py\n```"]
     scores = [s for s, _ in score_batch([reward_task(renamed, a) for a in answers], num_workers=1)]
     assert scores == [1.0, 0.0]
+
+
+def test_rename_record_renames_the_tree_outline():
+    record = _record()
+    outline = {"taskq/queue.py": "QueueClosed, TaskQueue(put, get)", "taskq/retry.py": "compute_delay, retry"}
+    tree = render_tree(record.candidates, outline)
+    assert "    queue.py  # QueueClosed, TaskQueue(put, get)\n" in tree
+    record = dataclasses.replace(record, context={"outline": outline}, messages=[
+        record.messages[0], {"role": "user", "content": prompts.file_localization(ISSUE, tree)}])
+    mapping = {"taskq": "hook", "queue": "zone", "retry": "atlas", "utils": "bridge", "timeutil": "clock"}
+    renamed = rename_record(record, mapping, copy=1)
+    assert renamed.context == {"outline": {"hook/zone.py": "ZoneClosed, TaskZone(put, get)",
+                                           "hook/atlas.py": "compute_delay, atlas"}}
+    assert "    atlas.py  # compute_delay, atlas\n    zone.py  # ZoneClosed, TaskZone(put, get)\n" in \
+        renamed.messages[-1]["content"]
 
 
 def test_identity_mapping_gives_back_the_prompt():

@@ -102,6 +102,20 @@ def test_assign_splits():
         assign_splits(names[:3], 0.2, held_out=["owner9/repo9"])
 
 
+def test_tree_outline_lists_the_names_each_file_defines(sample_build, tmp_path):
+    out = tmp_path / "outline"
+    assert build_data.main(["--sample", "--out", str(out), "--no-progress", "--subtasks", "file_localization",
+                            "--tree-outline"]) == 0
+    plain = {r.task_id: r for recs in _records(sample_build).values() for r in recs if r.subtask == "file_localization"}
+    for r in read_records(records_file(out, "validation", "file_localization")):
+        assert r.candidates == plain[r.task_id].candidates
+        assert r.context["outline"]["configlet/env.py"] == "_env_key, environ_overrides, overlay_environ"
+        assert r.context["outline"]["configlet/errors.py"] == (
+            "ConfigError, MissingKeyError(__init__, __str__), ConversionError(__init__, __str__)")
+        assert "    env.py  # _env_key, environ_overrides, overlay_environ\n" in r.messages[-1]["content"]
+        assert "configlet/__init__.py" not in r.context["outline"]  # it defines nothing: no note
+
+
 def test_held_out_repo_option_moves_the_split(sample_build, tmp_path, capsys):
     out = tmp_path / "ledgerly_out"
     assert build_data.main(["--sample", "--out", str(out), "--no-progress",

@@ -30,7 +30,7 @@ from swe_rl_jax.synth.issue_text import ISSUE_STYLES
 # CLI flag → BuildOptions / MiningOptions field; unset flags keep the dataclass defaults.
 _BUILD_FLAGS = ("subtasks", "file_patterns", "exclude_patterns", "include_tests", "context_lines",
                 "skeleton_max_tokens", "max_prompt_tokens", "distractor_files", "related_files", "val_fraction",
-                "held_out_repos", "tokenizer")
+                "held_out_repos", "tree_outline", "tokenizer")
 _MINING_FLAGS = ("rev", "max_commits", "max_files", "max_changed_lines")
 
 
@@ -67,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="never source files, e.g. 'doc/**' (same pattern forms; repeatable)")
     b.add_argument("--include-tests", action="store_true", default=None, help="treat test files as sources")
     d, dm = BuildOptions(), MiningOptions()
+    b.add_argument("--tree-outline", action="store_true", default=None,
+                   help="file localization's tree lists the names each Python file defines (default: tree only)")
     b.add_argument("--context-lines", type=int, metavar="N",
                    help=f"lines around the relevant code in line windows and edit segments ({d.context_lines})")
     b.add_argument("--skeleton-max-tokens", type=int, metavar="N",

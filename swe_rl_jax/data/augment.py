@@ -168,11 +168,14 @@ def rename_record(record: TaskRecord, mapping: dict[str, str], copy: int) -> Tas
     system, user = record.messages[0], record.messages[-1]
     candidates = [rename_path(p, mapping) for p in record.candidates]
     issue = rename_text(prompts.issue_of(user["content"]), mapping)
-    renamed_user = {**user, "content": prompts.file_localization(issue, render_tree(candidates))}
+    outline = {rename_path(p, mapping): rename_text(note, mapping)
+               for p, note in record.context.get("outline", {}).items()}  # build-data --tree-outline
+    renamed_user = {**user, "content": prompts.file_localization(issue, render_tree(candidates, outline))}
     instance_id = f"{record.instance_id}.renamed{copy}"
     return dataclasses.replace(
         record, task_id=f"{instance_id}/{record.subtask}", instance_id=instance_id,
         messages=[system, renamed_user],
+        context={**record.context, "outline": outline} if outline else record.context,
         ground_truth={**record.ground_truth, "items": [rename_path(p, mapping) for p in record.ground_truth["items"]]},
         candidates=candidates, meta={**record.meta, "renamed_from": record.task_id})
 

@@ -68,6 +68,7 @@ class MainConfig:
     issue_style: str = "behaviour"  # how the synthesized issue texts read (synth/issue_text.py: ISSUE_STYLES)
     eval_issue_styles: tuple[str, ...] = ()  # further styles the held-out records are evaluated in
     held_out_repo: str = ""  # the unseen repository (validation split); "" = the split by repository hash
+    tree_outline: bool = False  # file localization's tree lists the names each file defines (docs/DATA.md)
     # Renamed copies of each training file-localization record (data/augment.py): the same task
     # under other package and module names, so that naming a training repository's files is not
     # rewarded and finding the file the issue points at is.
@@ -109,7 +110,8 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     records_of = {config.issue_style: records, **records_of}
 
     t = _stage("build subtask data from the shipped sample" + (" and its synthesized tasks" * config.synthesized))
-    options = BuildOptions(held_out_repos=(config.held_out_repo,) if config.held_out_repo else ())
+    options = BuildOptions(held_out_repos=(config.held_out_repo,) if config.held_out_repo else (),
+                           tree_outline=config.tree_outline)
     summary = build_sample(records, options, synthesized=config.synthesized, repos_dir=repos,
                            issue_style=config.issue_style)
     print(format_summary(summary))

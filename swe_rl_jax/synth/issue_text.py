@@ -278,7 +278,8 @@ def _report(b: Behaviour) -> list[str]:
 def render_behaviour_style(failing: Sequence[str], evidence: FailureEvidence) -> str:
     """The `behaviour` style (see the module docstring)."""
     hidden = sorted({_section_title(t).split("[")[0].split(".")[-1] for t in failing})
-    reports = [behaviour_of(lines, hidden) for _, lines in evidence.details if lines]
+    # Two cases of one parametrized test often read the same: the second says nothing new.
+    reports = list(dict.fromkeys(behaviour_of(lines, hidden) for _, lines in evidence.details if lines))
     if not reports:
         message = _error_lines([evidence.message], hidden)
         reports = [Behaviour("", "", "no error", tuple(message), "")]
