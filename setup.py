@@ -27,6 +27,7 @@ INSTALL_REQUIRES = [
     "tqdm==4.70.1",
     "tensorboardX==2.6.5",
     "matplotlib==3.11.2",
+    "bm25s==0.3.16",  # the BM25 file-localization baseline (eval/baselines.py); needs numpy and scipy
 ]
 
 TEST_REQUIRES = [

@@ -10,7 +10,7 @@ from swe_rl_jax.data.builder import assign_splits
 from swe_rl_jax.data.options import BuildOptions
 from swe_rl_jax.data.records import SPLITS, SUBTASKS, RecordFormatError, TaskRecord, read_records, records_file
 from swe_rl_jax.data.sample import SAMPLE_DIR, commit_all, init_repo, make_sample_repos, run_isolated_git, write_files
-from swe_rl_jax.data.sources import load_instances
+from swe_rl_jax.data.sources import InputError, load_instances
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +95,39 @@ def test_assign_splits():
     assert sorted(assign_splits(["a/x", "b/y"], 0.01).values()) == ["train", "validation"]
     assert sorted(assign_splits(["a/x", "b/y"], 0.99).values()) == ["train", "validation"]
     assert assign_splits(["solo/repo"], 0.5) in ({"solo/repo": "train"}, {"solo/repo": "validation"})
+    # An explicit held-out repository replaces the hash rule; one that no instance has is an error.
+    assert assign_splits(names[:3], 0.2, held_out=["owner1/repo1"]) == {
+        "owner0/repo0": "train", "owner1/repo1": "validation", "owner2/repo2": "train"}
+    with pytest.raises(InputError, match="held-out repository owner9/repo9 is not among"):
+        assign_splits(names[:3], 0.2, held_out=["owner9/repo9"])
+
+
+def test_tree_outline_lists_the_names_each_file_defines(sample_build, tmp_path):
+    out = tmp_path / "outline"
+    assert build_data.main(["--sample", "--out", str(out), "--no-progress", "--subtasks", "file_localization",
+                            "--tree-outline"]) == 0
+    plain = {r.task_id: r for recs in _records(sample_build).values() for r in recs if r.subtask == "file_localization"}
+    for r in read_records(records_file(out, "validation", "file_localization")):
+        assert r.candidates == plain[r.task_id].candidates
+        assert r.context["outline"]["configlet/env.py"] == "_env_key, environ_overrides, overlay_environ"
+        assert r.context["outline"]["configlet/errors.py"] == (
+            "ConfigError, MissingKeyError(__init__, __str__), ConversionError(__init__, __str__)")
+        assert "    env.py  # _env_key, environ_overrides, overlay_environ\n" in r.messages[-1]["content"]
+        assert "configlet/__init__.py" not in r.context["outline"]  # it defines nothing: no note
+
+
+def test_held_out_repo_option_moves_the_split(sample_build, tmp_path, capsys):
+    out = tmp_path / "ledgerly_out"
+    assert build_data.main(["--sample", "--out", str(out), "--no-progress",
+                            "--held-out-repo", "tidewater/ledgerly"]) == 0
+    repos = {split: {r.repo for (sp, _), recs in _records(out).items() if sp == split for r in recs} for split in SPLITS}
+    assert repos == {"validation": {"tidewater/ledgerly"}, "train": {"quillsoft/configlet", "brightloop/taskq"}}
+    # the same records, only their split differs
+    by_id = lambda o: {r.task_id: r.messages for recs in _records(o).values() for r in recs}  # noqa: E731
+    assert by_id(out) == by_id(sample_build)
+    assert build_data.main(["--sample", "--out", str(tmp_path / "bad"), "--no-progress",
+                            "--held-out-repo", "nobody/nothing"]) == 2
+    assert "error: held-out repository nobody/nothing is not among" in capsys.readouterr().err
 
 
 def test_read_records_names_the_bad_line(tmp_path):

@@ -8,7 +8,9 @@ import pytest
 from swe_rl_jax.data import prompts
 from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.data.sources import RepoLocator
-from swe_rl_jax.eval.baselines import lexical_outcomes, random_file_outcomes
+from swe_rl_jax.eval.baselines import (baseline_outcomes, bm25_answer, bm25_scores, code_terms,
+                                       failing_test_file_answer, frequent_file_answerer, largest_file_answer,
+                                       lexical_outcomes, random_file_outcomes)
 from swe_rl_jax.eval.stats import paired_difference, wilson_interval
 from swe_rl_jax.rewards import score_batch
 from swe_rl_jax.scoring import reward_task
@@ -46,6 +48,68 @@ def test_lexical_baseline_picks_the_file_the_issue_points_to():
     # `tax` is a path component named by the issue (+3); money.py only defines one issue word (+1)
     assert [o.hit for o in outcomes] == [True, False]
     assert outcomes[0].score == 1.0 and outcomes[0].format_ok
+
+
+def test_failing_test_file_rule_maps_the_first_named_test_file_to_its_module():
+    answer = lambda issue: failing_test_file_answer(_record(issue, ["shop/tax.py"]))  # noqa: E731
+    assert answer("fails:\n- `tests/test_tax.py::test_round`\n- `tests/test_basket.py::test_total`") == "shop/tax.py"
+    assert answer("see tests/unit/test_basket.py and tests/test_tax.py") == "shop/basket.py"
+    assert answer("money_test.py::test_add fails") == "shop/money.py"
+    assert answer("tests/test_package.py::test_imports fails") is None  # the tree has no package.py
+    assert answer("total() returns 3, expected 4") is None  # no test file named
+    outcomes = baseline_outcomes([_record("tests/test_package.py fails", ["shop/tax.py"])], RepoLocator(None),
+                                 read=lambda r: {})
+    assert not outcomes["failing_test_file"][0].format_ok and outcomes["failing_test_file"][0].hit == 0
+
+
+def test_code_terms_split_identifiers():
+    assert code_terms("x get_as(TaskQueue) HTTPError 42") == [
+        "get_as", "get", "as", "taskqueue", "task", "queue", "httperror", "http", "error", "42"]
+
+
+def test_bm25_matches_the_lucene_formula():
+    docs = ["a/tax.py\ndef net_price(x): return round_tax(x)", "a/basket.py\ndef total(items): return sum(items)",
+            "a/money.py\nclass Money: net net net"]
+    query = "net_price returns the wrong total"
+    terms = [code_terms(d) for d in docs]
+    avgdl = sum(map(len, terms)) / len(terms)
+    expected = []
+    for doc in terms:  # Lucene BM25: idf ln(1 + (N - df + 0.5) / (df + 0.5)), tf / (tf + k1 (1 - b + b dl / avgdl))
+        score = 0.0
+        for term in set(code_terms(query)):
+            df = sum(term in d for d in terms)
+            tf = doc.count(term)
+            if tf:
+                idf = math.log(1 + (len(terms) - df + 0.5) / (df + 0.5))
+                score += idf * tf / (tf + 1.5 * (1 - 0.75 + 0.75 * len(doc) / avgdl))
+        expected.append(score)
+    assert bm25_scores(query, docs) == pytest.approx(expected, rel=1e-5)
+    assert expected.index(max(expected)) == 0
+    contents = {"shop/__init__.py": "", "shop/basket.py": "def total(items): ...\n",
+                "shop/money.py": "def net_price(x): ...\n", "shop/tax.py": "RATE = 0.1\n"}
+    assert bm25_answer(_record("net_price(10) is wrong", ["shop/money.py"]), contents) == "shop/money.py"
+    assert bm25_answer(_record("nothing in common", ["shop/money.py"]), contents) == "shop/__init__.py"  # tie: first
+
+
+def test_largest_file_counts_non_blank_lines():
+    contents = {"shop/__init__.py": "", "shop/basket.py": "a\n\n\n\nb\n", "shop/money.py": "a\nb\nc\n",
+                "shop/tax.py": "a\nb\nc\n"}
+    assert largest_file_answer(_record("x", ["shop/tax.py"]), contents) == "shop/money.py"  # 3 lines, first in tree
+
+
+def test_frequent_file_prefers_the_path_then_the_file_name_seen_in_training():
+    train = [_record("t", [p]) for p in ["other/tax.py", "other/tax.py", "other/basket.py", "shop/basket.py"]]
+    answer = frequent_file_answerer(train)
+    # shop/basket.py is itself a training answer (once); tax.py is the most frequent name (twice)
+    assert answer(_record("x", ["shop/tax.py"])) == "shop/basket.py"
+    answer = frequent_file_answerer(train[:3])
+    assert answer(_record("x", ["shop/tax.py"])) == "shop/tax.py"
+    unseen = frequent_file_answerer([_record("t", ["lib/engine.py"])])
+    record = _record("x", ["shop/tax.py"])
+    assert unseen(record) == "lib/engine.py"  # no file of the tree was ever an answer: a miss outside the tree
+    outcome = baseline_outcomes([record], RepoLocator(None), [_record("t", ["lib/engine.py"])],
+                                read=lambda r: {})["frequent_file"][0]
+    assert outcome.format_ok and not outcome.in_tree and outcome.hit == 0
 
 
 def test_wilson_interval_matches_the_hand_computed_value():

@@ -14,7 +14,7 @@ from swe_rl_jax.data.sample import SAMPLE_DIR, commit_all, init_repo, write_file
 from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.harness import (EnvironmentOptions, HarnessOptions, Limits, ensure_environment, evaluate_predictions,
                                 isolation_mode, load_specs, run_tests)
-from swe_rl_jax.synth.issue_text import issue_text
+from swe_rl_jax.synth.issue_text import FailureEvidence, issue_text, render_issue, render_tests_style, restyle
 from swe_rl_jax.synth.mutations import OPERATORS, enumerate_mutations
 from swe_rl_jax.synth.run import RepoSource, SynthOptions, synthesize
 
@@ -94,8 +94,7 @@ def test_a_mutation_that_leaves_the_ast_unchanged_is_dropped():
                                          "def f():\n    return max(1, 2)  # same either way\n"]
 
 
-def test_issue_text_keeps_test_frames_and_drops_source_locations():
-    log = """=================================== FAILURES ===================================
+LOG = """=================================== FAILURES ===================================
 ______________________________ test_to_duration _______________________________
 tests/test_types.py:26: in test_to_duration
     assert to_duration("250ms") == 0.25
@@ -109,13 +108,55 @@ configlet/types.py was imported
 FAILED tests/test_types.py::test_to_duration - ValueError: not a duration: '250ms'
 PASSED tests/test_types.py::test_other
 """
-    text = issue_text(["tests/test_types.py::test_to_duration"], log, lambda p: p.startswith("tests/"),
-                      ["configlet/types.py"])
+
+
+def test_issue_text_keeps_test_frames_and_drops_source_locations():
+    text = issue_text(["tests/test_types.py::test_to_duration"], LOG, lambda p: p.startswith("tests/"),
+                      ["configlet/types.py"], style="tests")
     assert text.splitlines()[0] == "test_to_duration fails: ValueError: not a duration: '250ms'"
     assert "- `tests/test_types.py::test_to_duration`" in text
     assert 'assert to_duration("250ms") == 0.25' in text and "E   ValueError: not a duration: '250ms'" in text
     assert "configlet/types.py" not in text and "raise ValueError" not in text and "^^^" not in text
     assert "imported" not in text
+
+
+def test_behaviour_text_says_what_was_called_expected_and_raised_without_test_or_source_names():
+    text = issue_text(["tests/test_types.py::test_to_duration"], LOG, lambda p: p.startswith("tests/"),
+                      ["configlet/types.py"], style="behaviour")
+    assert text == ("`to_duration('250ms')` raises ValueError: not a duration: '250ms'\n\n"
+                    "What I ran:\n\n```python\nassert to_duration(\"250ms\") == 0.25\n```\n\n"
+                    "Expected: `0.25`.\n\nWhat happened:\n\n```\nValueError: not a duration: '250ms'\n```\n")
+
+
+def test_behaviour_text_of_assertions_and_missing_exceptions():
+    failing = ["tests/test_env.py::test_overlay", "tests/test_types.py::test_unknown", "tests/test_types.py::test_x"]
+    evidence = FailureEvidence("AssertionError: assert '80' == '81'", (
+        (failing[0], ("tests/test_env.py:12: in test_overlay", '    assert config.get("server.port") == "81"',
+                      "E   AssertionError: assert '80' == '81'", "E", "E     - 81", "E     + 80")),
+        (failing[1], ("tests/test_types.py:32: in test_unknown", "    with pytest.raises(pkg.errors.LookupFailed):",
+                      "E   Failed: DID NOT RAISE <class 'pkg.errors.LookupFailed'>"))))
+    text = render_issue(failing, evidence, "behaviour")
+    assert text == (
+        "`config.get('server.port')` gives a wrong result: assert '80' == '81'\n\n"
+        "What I ran:\n\n```python\nassert config.get(\"server.port\") == \"81\"\n```\n\n"
+        "Expected: `'81'`.\n\nWhat happened:\n\n```\nAssertionError: assert '80' == '81'\n- 81\n+ 80\n```\n\n"
+        "The same happens elsewhere:\n\n"
+        "What I ran:\n\n```python\nwith pytest.raises(LookupFailed):\n```\n\n"
+        "Expected: `LookupFailed` to be raised.\n\nWhat happened:\n\n"
+        "```\nFailed: DID NOT RAISE <class 'LookupFailed'>\n```\n\n3 checks fail in all.\n")
+    assert "test_" not in text and "tests/" not in text
+    # the evidence survives JSON and renders the same, in either style
+    again = FailureEvidence.from_json(json.loads(json.dumps(evidence.to_json())))
+    assert again == evidence
+    row = {"FAIL_TO_PASS": json.dumps(failing), "problem_statement": "old", "synth": {"failure": evidence.to_json()}}
+    assert restyle(row, "behaviour")["problem_statement"] == text
+    assert restyle(row, "tests")["problem_statement"] == render_tests_style(failing, evidence)
+    assert render_tests_style(failing, evidence).splitlines()[:6] == [
+        "test_overlay fails: AssertionError: assert '80' == '81'", "", "3 tests of the test suite fail:", "",
+        "- `tests/test_env.py::test_overlay`", "- `tests/test_types.py::test_unknown`"]
+    assert restyle({"problem_statement": "a real issue"}, "behaviour") == {"problem_statement": "a real issue"}
+    with pytest.raises(ValueError, match="unknown issue style 'prose'"):
+        render_issue(failing, evidence, "prose")
 
 
 # ------------------------------------------------------------------ synthesize on a tiny repository
@@ -168,9 +209,11 @@ def test_synthesize_keeps_exactly_the_mutations_the_tests_catch(synthesized):
     assert json.loads(add["FAIL_TO_PASS"]) == ["tests/test_ops.py::test_add"]
     assert json.loads(add["PASS_TO_PASS"]) == ["tests/test_ops.py::test_small"]
     assert "-    return a - b\n+    return a + b\n" in add["patch"]  # the fix goes back to the original
-    for inst in instances:
-        assert "calc/ops.py" not in inst["problem_statement"]  # the text never names the buggy file
-        assert json.loads(inst["FAIL_TO_PASS"])[0] in inst["problem_statement"]
+    for inst in instances:  # behaviour-style texts (the default) name neither the buggy file nor the tests
+        assert "calc/ops.py" not in inst["problem_statement"] and "test_" not in inst["problem_statement"]
+        tests_style = restyle(inst, "tests")["problem_statement"]  # re-rendered from the recorded evidence
+        assert "calc/ops.py" not in tests_style and json.loads(inst["FAIL_TO_PASS"])[0] in tests_style
+    assert "`add(2, 3)`" in add["problem_statement"] and "Expected: `5`." in add["problem_statement"]
     assert json.loads((out / "specs.json").read_text())["acme/calc"]["requirements"] == list(
         SPEC.environment.requirements)
 

@@ -4,6 +4,7 @@
     python -m swe_rl_jax.cli build-data --git-repo PATH [--repo-name owner/name] --out DIR
     python -m swe_rl_jax.cli build-data --sample --out DIR      # the shipped sample (data/sample/)
     python -m swe_rl_jax.cli build-data --sample --synthesized --out DIR   # plus its synthesized tasks
+    python -m swe_rl_jax.cli build-data --sample --synthesized --issue-style tests --held-out-repo tidewater/ledgerly --out DIR
 
 Instance files are JSON arrays, JSONL or Parquet. Writes OUT/<split>/<subtask>.jsonl and
 OUT/summary.json, and prints a summary table: tasks kept per split and subtask, skipped per
@@ -24,11 +25,12 @@ from swe_rl_jax.data.build import BuildSources, build_from_sources, build_sample
 from swe_rl_jax.data.builder import format_summary
 from swe_rl_jax.data.options import BuildOptions, MiningOptions
 from swe_rl_jax.data.sources import GitError, InputError
+from swe_rl_jax.synth.issue_text import ISSUE_STYLES
 
 # CLI flag → BuildOptions / MiningOptions field; unset flags keep the dataclass defaults.
 _BUILD_FLAGS = ("subtasks", "file_patterns", "exclude_patterns", "include_tests", "context_lines",
                 "skeleton_max_tokens", "max_prompt_tokens", "distractor_files", "related_files", "val_fraction",
-                "tokenizer")
+                "held_out_repos", "tree_outline", "tokenizer")
 _MINING_FLAGS = ("rev", "max_commits", "max_files", "max_changed_lines")
 
 
@@ -49,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--sample", action="store_true", help="build the shipped sample in data/sample/")
     src.add_argument("--synthesized", action="store_true",
                      help="with --sample: add its synthesized tasks (data/sample/synth/, docs/SYNTH.md)")
+    src.add_argument("--issue-style", choices=ISSUE_STYLES,
+                     help="with --synthesized: render the synthesized issue texts in this style from their "
+                          "recorded failure evidence (default: as shipped; docs/SYNTH.md)")
     src.add_argument("--sample-repos", metavar="DIR",
                      help="with --sample: create its repositories in DIR and keep them (default: a temporary directory)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -62,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="never source files, e.g. 'doc/**' (same pattern forms; repeatable)")
     b.add_argument("--include-tests", action="store_true", default=None, help="treat test files as sources")
     d, dm = BuildOptions(), MiningOptions()
+    b.add_argument("--tree-outline", action="store_true", default=None,
+                   help="file localization's tree lists the names each Python file defines (default: tree only)")
     b.add_argument("--context-lines", type=int, metavar="N",
                    help=f"lines around the relevant code in line windows and edit segments ({d.context_lines})")
     b.add_argument("--skeleton-max-tokens", type=int, metavar="N",
@@ -74,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"unmodified files added to the SWE-RL context ({d.related_files})")
     b.add_argument("--val-fraction", type=float, metavar="F",
                    help=f"share of repositories in the validation split ({d.val_fraction})")
+    b.add_argument("--held-out-repo", dest="held_out_repos", action="append", metavar="OWNER/NAME",
+                   help="the validation split is exactly these repositories (repeatable; default: by hash "
+                        "and --val-fraction)")
     b.add_argument("--renamed-copies", type=int, default=0, metavar="N",
                    help="add N copies of each training file-localization task with its package and module "
                         "names renamed (data/augment.py; default 0)")
@@ -114,6 +124,9 @@ def main(argv: list[str]) -> int:
     if (args.synthesized or args.sample_repos) and not args.sample:
         print("error: --synthesized and --sample-repos go with --sample", file=sys.stderr)
         return 2
+    if args.issue_style and not args.synthesized:
+        print("error: --issue-style goes with --sample --synthesized", file=sys.stderr)
+        return 2
     if args.renamed_copies < 0:
         print(f"error: --renamed-copies must be >= 0, got {args.renamed_copies}", file=sys.stderr)
         return 2
@@ -125,7 +138,8 @@ def main(argv: list[str]) -> int:
         mining = from_dict(MiningOptions, _given(args, _MINING_FLAGS))
         progress = not args.no_progress
         if args.sample:
-            summary = build_sample(args.out, options, mining, progress, args.synthesized, args.sample_repos or "")
+            summary = build_sample(args.out, options, mining, progress, args.synthesized, args.sample_repos or "",
+                                   args.issue_style or "")
         else:
             sources = BuildSources(tuple(args.instances), args.repos or "",
                                    tuple((p, args.repo_name or Path(p).resolve().name) for p in args.git_repo),

@@ -3,6 +3,7 @@ bugs in functions and methods, kept only when the repository's own tests catch t
 
     python -m swe_rl_jax.cli synthesize --repo PATH [--repo-name owner/name] --specs FILE --out DIR
     python -m swe_rl_jax.cli synthesize --sample --out DIR     # each repository of the shipped sample
+    python -m swe_rl_jax.cli synthesize --restyle DIR --issue-style behaviour   # re-render, no test runs
 
 `--repo` (repeatable, with `--repo-name` in the same order; default name `local/<directory>`)
 is a git repository whose tests run with pytest; `--specs` gives each repository's environment
@@ -23,8 +24,9 @@ from swe_rl_jax.commands.harness_args import add_harness_arguments, harness_opti
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import InputError
 from swe_rl_jax.harness import HarnessOptions, Limits, load_specs
+from swe_rl_jax.synth.issue_text import ISSUE_STYLES
 from swe_rl_jax.synth.mutations import OPERATORS
-from swe_rl_jax.synth.run import RepoSource, SynthOptions, format_report, synthesize
+from swe_rl_jax.synth.run import RepoSource, SynthOptions, format_report, restyle_output, synthesize
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the name of each --repo, in order (default: local/<directory name>)")
     p.add_argument("--sample", action="store_true", help="every repository of the shipped sample, with its specs")
     p.add_argument("--specs", metavar="FILE", help="environment and test command per repository (JSON)")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--out", metavar="DIR", help="output directory")
+    p.add_argument("--restyle", metavar="DIR", help="render the problem statements of an earlier output DIR again "
+                   "in --issue-style from the failure evidence it recorded (no test runs), in place")
     d = SynthOptions()
     p.add_argument("--rev", default=d.rev, help="the commit to inject bugs into (%(default)s)")
     p.add_argument("--operators", default=",".join(d.operators),
@@ -45,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=d.seed, help="seed of that sample (%(default)s)")
     p.add_argument("--baseline-runs", type=int, default=d.baseline_runs,
                    help="a reference test passes in each of these runs of the original (%(default)s)")
+    p.add_argument("--issue-style", choices=ISSUE_STYLES, default=d.issue_style,
+                   help="problem statements as a CI report naming the failing tests, or as a user's "
+                        "description of the behaviour (%(default)s; docs/SYNTH.md)")
     p.add_argument("--no-verify", action="store_true",
                    help="skip re-checking the kept instances from the written repositories")
     add_harness_arguments(p, HarnessOptions(limits=Limits(timeout_s=120)))
@@ -72,10 +79,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from swe_rl_jax.config import ConfigError
 
     args = _parser().parse_args(list(argv or []))
+    if args.restyle:
+        if args.out or args.repo or args.sample:
+            print("error: --restyle rewrites DIR in place; it takes only --issue-style", file=sys.stderr)
+            return 2
+        try:
+            count = restyle_output(args.restyle, args.issue_style)
+        except (InputError, ConfigError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"rewrote {count} problem statements of {args.restyle}/instances.jsonl in the {args.issue_style} style")
+        return 0 if count else 1
+    if not args.out:
+        print("error: --out DIR is required", file=sys.stderr)
+        return 2
     try:
         options = SynthOptions(operators=tuple(o.strip() for o in args.operators.split(",") if o.strip()),
                                max_candidates=args.max_candidates, seed=args.seed, rev=args.rev,
                                baseline_runs=args.baseline_runs, verify=not args.no_verify,
+                               issue_style=args.issue_style,
                                harness=harness_options(args))
         with tempfile.TemporaryDirectory(prefix="synth-sources-") as scratch:
             sources, specs = _sources(args, scratch)

@@ -9,6 +9,8 @@ Split by repository: a repository goes to validation when the first 64 bits of s
 read as a fraction of 2^64, fall below `val_fraction`. With a positive fraction and at least two
 repositories neither split may end up empty: if validation would be empty, the repository with
 the smallest hash moves there; if train would be empty, the one with the largest hash moves back.
+With `held_out_repos` the validation split is exactly those repositories (each must be among the
+instances' repositories) and the hash is not used.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from swe_rl_jax.config import to_dict
 from swe_rl_jax.data.options import BuildOptions, make_token_counter
 from swe_rl_jax.data.prepared import SkipInstance, prepare
 from swe_rl_jax.data.records import SPLITS, TaskRecord, records_file
-from swe_rl_jax.data.sources import GitError, GitRepo, Instance, RepoLocator
+from swe_rl_jax.data.sources import GitError, GitRepo, InputError, Instance, RepoLocator
 from swe_rl_jax.data.tasks import BUILDERS, SkipTask, TaskContext
 
 log = logging.getLogger(__name__)
@@ -35,8 +37,16 @@ def _repo_hash(repo: str) -> float:
     return int(hashlib.sha256(repo.encode("utf-8")).hexdigest()[:16], 16) / 2.0**64
 
 
-def assign_splits(repos: Iterable[str], val_fraction: float) -> dict[str, str]:
-    """repo → "train" | "validation" (see the module docstring)."""
+def assign_splits(repos: Iterable[str], val_fraction: float, held_out: Sequence[str] = ()) -> dict[str, str]:
+    """repo → "train" | "validation" (see the module docstring). InputError when a `held_out`
+    repository is not among `repos`."""
+    if held_out:
+        known = set(repos)
+        unknown = sorted(set(held_out) - known)
+        if unknown:
+            raise InputError(f"held-out repository {', '.join(unknown)} is not among the instances' "
+                             f"repositories: {', '.join(sorted(known))}")
+        return {r: "validation" if r in held_out else "train" for r in sorted(known)}
     ranked = sorted(set(repos), key=lambda r: (_repo_hash(r), r))
     split = {r: "validation" if _repo_hash(r) < val_fraction else "train" for r in ranked}
     if val_fraction > 0 and len(ranked) >= 2:
@@ -108,7 +118,7 @@ def iter_tasks(
 
     source_filter = options.source_filter()
     count_tokens = make_token_counter(options.tokenizer)
-    stats.splits = assign_splits((i.repo for i in instances), options.val_fraction)
+    stats.splits = assign_splits([i.repo for i in instances], options.val_fraction, options.held_out_repos)
     stats.instances_read = len(instances)
     repos = _RepoCache(locator)
     seen: set[str] = set()

@@ -36,10 +36,16 @@ class BuildOptions:
     include_tests: bool = False  # tests (test/, tests/, test_*.py, *_test.py, conftest.py) are not sources
     context_lines: int = 10  # around the relevant functions in line windows and edit segments
     skeleton_max_tokens: int = 8192  # repository tree of file localization
+    # File localization's tree lists after each Python file the names it defines (skeleton.outline_note):
+    # the model then sees what lexical and BM25 baselines read from the contents. Off: SoRFT's tree.
+    tree_outline: bool = False
     max_prompt_tokens: int = 12288  # any user message; longer tasks are skipped (prompt_too_long)
     distractor_files: int = 2  # unmodified files shown besides the modified ones (function localization)
     related_files: int = 2  # unmodified files added to the SWE-RL context
     val_fraction: float = 0.1  # share of repositories in the validation split
+    # Repositories that make the validation split, all others train (a repository cross-validation
+    # holds each out in turn); empty: the split by hash and `val_fraction` (builder.py).
+    held_out_repos: tuple[str, ...] = ()
     tokenizer: str = ""  # "" (chars/4), "qwen", or a tokenizer directory
 
     def __post_init__(self) -> None:

@@ -10,7 +10,8 @@ its token budget, files that are not ground truth are dropped by kind first: doc
 a kind in an order given by a hash of (instance id, path): deterministic, and unrelated to where
 the ground truth lives, so the shape of a truncated tree does not point at the answer. Ground-truth
 files are never dropped, even when they alone exceed the budget. The tree reports how many files
-of each kind it dropped.
+of each kind it dropped. With notes (`build-data --tree-outline`), a file's line ends with
+`  # ` and its note: the names it defines (`outline_note`: `Config(get, set), load_file`).
 
 File skeleton: the module with every function body replaced by `...`, docstrings removed, long
 assignment values replaced by `...`, classes nested in classes collapsed to `class Name: ...`;
@@ -26,9 +27,9 @@ import fnmatch
 import functools
 import hashlib
 import re
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
-from swe_rl_jax.data.pysource import block_bodies
+from swe_rl_jax.data.pysource import Item, block_bodies
 
 TEST_DIRS = frozenset({"test", "tests"})
 TEST_FILE_PATTERNS = ("test_*.py", "*_test.py", "conftest.py")
@@ -114,24 +115,38 @@ class SourceFilter:
         return self.include_tests or not self.is_test(path)
 
 
-def render_tree(paths: Iterable[str]) -> str:
-    """The indented tree of `paths` (see the module docstring)."""
+def outline_note(items: Sequence[Item]) -> str:
+    """The names a file defines, in source order: top-level functions, and classes with their
+    methods in parentheses (`Config(get, get_as), load_file, merge`)."""
+    methods: dict[str, list[str]] = {}
+    for item in items:
+        owner, _, method = item.qualname.partition(".")
+        methods.setdefault(owner, [])
+        if method:
+            methods[owner].append(method)
+    return ", ".join(f"{name}({', '.join(members)})" if members else name for name, members in methods.items())
+
+
+def render_tree(paths: Iterable[str], notes: Mapping[str, str] | None = None) -> str:
+    """The indented tree of `paths`, each file's line followed by `  # <note>` when `notes` has
+    one for it (see the module docstring)."""
+    notes = notes or {}
     root: dict = {}
     for path in paths:
         node = root
         *dirs, name = path.split("/")
         for d in dirs:
             node = node.setdefault(d + "/", {})
-        node[name] = None
+        node[name] = path
     lines: list[str] = []
 
     def walk(node: dict, depth: int) -> None:
-        dirs = sorted(k for k, v in node.items() if v is not None)
-        files = sorted(k for k, v in node.items() if v is None)
+        dirs = sorted(k for k, v in node.items() if isinstance(v, dict))
+        files = sorted(k for k, v in node.items() if not isinstance(v, dict))
         for d in dirs:
             lines.append(INDENT * depth + d)
             walk(node[d], depth + 1)
-        lines.extend(INDENT * depth + f for f in files)
+        lines.extend(INDENT * depth + f + (f"  # {notes[node[f]]}" if notes.get(node[f]) else "") for f in files)
 
     walk(root, 0)
     return "\n".join(lines)
@@ -146,12 +161,14 @@ class Tree:
 
 
 def budgeted_tree(
-    paths: Sequence[str], keep: Iterable[str], max_tokens: int, count_tokens: Callable[[str], int], salt: str
+    paths: Sequence[str], keep: Iterable[str], max_tokens: int, count_tokens: Callable[[str], int], salt: str,
+    notes: Mapping[str, str] | None = None,
 ) -> Tree:
-    """The tree of `paths` within `max_tokens`, never dropping a path in `keep`; docs and
-    examples go first, then tests, then package source (see the module docstring)."""
+    """The tree of `paths` (with `notes`, see `render_tree`) within `max_tokens`, never dropping a
+    path in `keep`; docs and examples go first, then tests, then package source (see the module
+    docstring)."""
     paths = sorted(set(paths))
-    text = render_tree(paths)
+    text = render_tree(paths, notes)
     if count_tokens(text) <= max_tokens:
         return Tree(text, tuple(paths), 0)
     keep = set(keep)
@@ -166,7 +183,7 @@ def budgeted_tree(
     lo, hi = 0, len(optional)  # the largest n whose tree fits lies in [lo, hi)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if count_tokens(render_tree(tree_with(mid))) <= max_tokens:
+        if count_tokens(render_tree(tree_with(mid), notes)) <= max_tokens:
             lo = mid
         else:
             hi = mid - 1
@@ -174,7 +191,7 @@ def budgeted_tree(
     dropped: dict[str, int] = {}
     for path in optional[lo:]:
         dropped[file_kind(path)] = dropped.get(file_kind(path), 0) + 1
-    return Tree(render_tree(shown), tuple(shown), len(paths) - len(shown), dropped)
+    return Tree(render_tree(shown, notes), tuple(shown), len(paths) - len(shown), dropped)
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:

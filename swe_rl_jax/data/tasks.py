@@ -16,7 +16,7 @@ from swe_rl_jax.data.patches import split_lines
 from swe_rl_jax.data.prepared import PreparedInstance
 from swe_rl_jax.data.pysource import PYTHON_SUFFIXES
 from swe_rl_jax.data.records import TaskRecord
-from swe_rl_jax.data.skeleton import budgeted_tree, file_skeleton
+from swe_rl_jax.data.skeleton import budgeted_tree, file_skeleton, outline_note
 from swe_rl_jax.data.windows import relevant_ranges, render_ranges, shown_lines
 
 # Role markers and headers a chat template adds to a system and a user message (Qwen: 13
@@ -103,8 +103,11 @@ def file_localization(prep: PreparedInstance, ctx: TaskContext) -> TaskRecord:
     # limit leaves after the issue and the instructions, at most its own budget.
     room = opts.max_prompt_tokens - ctx.prompt_tokens(
         prompts.SORFT_SYSTEM, prompts.file_localization(prep.instance.problem_statement, ""))
+    notes = {}
+    if opts.tree_outline:
+        notes = {p: outline_note(items) for p in prep.source_files if (items := prep.items(p))}
     tree = budgeted_tree(prep.source_files, gt, min(opts.skeleton_max_tokens, room), ctx.count_tokens,
-                         salt=prep.instance.instance_id)
+                         salt=prep.instance.instance_id, notes=notes)
     meta = {}
     if tree.dropped:
         ctx.events["truncated_skeleton"] += 1
@@ -113,8 +116,9 @@ def file_localization(prep: PreparedInstance, ctx: TaskContext) -> TaskRecord:
         meta["skeleton_dropped_files"] = tree.dropped
         meta["skeleton_dropped_by_kind"] = tree.dropped_by_kind
     user = prompts.file_localization(prep.instance.problem_statement, tree.text)
+    outline = {p: notes[p] for p in tree.files if p in notes}  # what renaming re-renders the tree from
     return _record(prep, "file_localization", prompts.SORFT_SYSTEM, user, ctx,
-                   {"items": gt}, list(tree.files), {}, meta)
+                   {"items": gt}, list(tree.files), {"outline": outline} if notes else {}, meta)
 
 
 def function_localization(prep: PreparedInstance, ctx: TaskContext) -> TaskRecord:

@@ -5,6 +5,8 @@ Definitions (decisions where the papers are loose):
   reward info kind `ok`; for localization also `absent_items`, well formed but naming things not
   in the input; for edit generation also `empty_edit`, blocks that apply but change nothing).
   A SEARCH block not found in the file is a format error, as in SWE-RL.
+- in-tree (localization): the answer parsed and names only items of the input (reward info kind
+  `ok`); format-correct also counts well-formed answers that name absent items, which score 0.
 - hit (localization, edit): at least one predicted item is in the ground truth (SoRFT's "hit").
 - applied (edit, SWE-RL): the edits parse and apply to the original files.
 - resolved (edit, SWE-RL, scored by an execution reward, rewards/execution.py): the harness ran
@@ -24,8 +26,8 @@ from typing import Any, Iterable, Mapping, Optional
 
 from swe_rl_jax.subtasks import APPLIED_KINDS, EDIT_SUBTASKS, LOCALIZATION_SUBTASKS, format_ok
 
-TABLE_COLUMNS = ("n", "format_correct", "hit", "precision", "recall", "fbeta", "mean_reward", "swe_rl_reward",
-                 "applied", "resolved")
+TABLE_COLUMNS = ("n", "format_correct", "in_tree", "hit", "precision", "recall", "fbeta", "mean_reward",
+                 "swe_rl_reward", "applied", "resolved")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,11 @@ class Outcome:
     recall: float
     kind: str
     resolved: Optional[bool] = None  # None: not scored by an execution reward
+
+    @property
+    def in_tree(self) -> bool:
+        """A localization answer that parsed and names only items of the input."""
+        return self.subtask in LOCALIZATION_SUBTASKS and self.kind == "ok"
 
 
 def outcome(subtask: str, repo: str, score: float, info: Mapping[str, Any]) -> Outcome:
@@ -70,9 +77,10 @@ def summarize(outcomes: Iterable[Outcome]) -> dict[str, dict[str, float]]:
         edits = [o.applied for o in items if o.subtask in EDIT_SUBTASKS]
         if edits:
             row["applied"] = _mean(edits)
-        localization = [o.score for o in items if o.subtask in LOCALIZATION_SUBTASKS]
+        localization = [o for o in items if o.subtask in LOCALIZATION_SUBTASKS]
         if localization:
-            row["fbeta"] = _mean(localization)
+            row["in_tree"] = _mean([o.in_tree for o in localization])
+            row["fbeta"] = _mean([o.score for o in localization])
         if any(o.resolved is not None for o in items):  # a malformed answer has None: not resolved
             row["resolved"] = _mean([bool(o.resolved) for o in items if o.subtask in EDIT_SUBTASKS])
         swe_rl = [o.score for o in items if o.subtask == "swe_rl"]

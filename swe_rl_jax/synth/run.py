@@ -17,14 +17,15 @@ Per repository, at one commit (the *original*):
    `no_test_results`; before any test runs, `syntax_error`, `no_change`, `duplicate`.
 4. **Instances**: the buggy state is committed on top of the original (`repos.py`), the fix
    patch is the diff from it back to the original, the issue text comes from the failing tests
-   (`issue_text.py`).
+   (`issue_text.py`, in `issue_style`); what the tests showed is recorded in `synth.failure`, so
+   the text can be rendered in the other style later without running them (`issue_text.restyle`).
 5. **Verification** (`verify`): every kept instance is checked under the harness from the
    written repositories as `evaluate` would: at `base_commit` with no patch every FAIL_TO_PASS
    test fails and every PASS_TO_PASS test passes, and the gold patch resolves it; an instance
    that fails either check is dropped (`verify_failed`).
 
 Output (`write`): `OUT/instances.jsonl` (SWE-bench fields; `synth` holds the mutation: operator,
-path, function, line, description), `OUT/repos/<owner>__<name>` (clones holding every
+path, function, line, description, and the failure evidence), `OUT/repos/<owner>__<name>` (clones holding every
 `base_commit` under `refs/synth/<instance_id>`), `OUT/specs.json` (each repository's harness
 spec, for `evaluate --specs`) and `OUT/report.json` (counts tried, kept and rejected by reason,
 per repository and per operator).
@@ -53,7 +54,7 @@ from swe_rl_jax.harness.sandbox import check_work_dir
 from swe_rl_jax.harness.specs import repo_spec, spec_to_dict
 from swe_rl_jax.harness.testlog import ERROR, SUCCESS
 from swe_rl_jax.rewards import git_diff
-from swe_rl_jax.synth.issue_text import issue_text
+from swe_rl_jax.synth.issue_text import ISSUE_STYLES, failure_evidence, render_issue, restyle
 from swe_rl_jax.synth.mutations import OPERATORS, Candidate, enumerate_mutations
 from swe_rl_jax.synth.repos import build_buggy_commits, clone, commit_date
 
@@ -72,6 +73,7 @@ class SynthOptions:
     timeout_factor: float = 5.0  # a candidate's wall-clock limit, in baseline test-suite times
     min_timeout_s: float = 10.0
     verify: bool = True
+    issue_style: str = "behaviour"  # how the problem statement reads (synth/issue_text.py)
     harness: HarnessOptions = dataclasses.field(default_factory=HarnessOptions)
 
     def __post_init__(self) -> None:
@@ -80,6 +82,7 @@ class SynthOptions:
         require(self.max_candidates >= 0, "max_candidates", "must be >= 0")
         require(self.baseline_runs >= 1, "baseline_runs", "must be >= 1")
         require(self.timeout_factor > 0 and self.min_timeout_s > 0, "timeout_factor", "timeouts must be > 0")
+        require(self.issue_style in ISSUE_STYLES, "issue_style", f"must be one of {list(ISSUE_STYLES)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,15 +259,16 @@ def synthesize_repo(source: RepoSource, spec: RepoSpec, out_dir: Path, options: 
             continue
         m = cand.mutation
         text = texts[m.path]
+        evidence = failure_evidence(outcome.fail_to_pass, outcome.log, is_test_file, sources)
         instances.append({
             "instance_id": instance_id_for(source.name, original, cand), "repo": source.name, "base_commit": "",
             "patch": git_diff({m.path: cand.source}, {m.path: text}), "test_patch": "",
-            "problem_statement": issue_text(outcome.fail_to_pass, outcome.log, is_test_file, sources),
+            "problem_statement": render_issue(outcome.fail_to_pass, evidence, options.issue_style),
             "hints_text": "", "created_at": date, "version": "", "environment_setup_commit": original,
             "FAIL_TO_PASS": json.dumps(list(outcome.fail_to_pass)),
             "PASS_TO_PASS": json.dumps(list(outcome.pass_to_pass)),
             "synth": {"operator": m.operator, "path": m.path, "function": m.function, "line": m.line,
-                      "description": m.description},
+                      "description": m.description, "failure": evidence.to_json()},
         })
     # Ids are hashes, so in id order any prefix of a repository's instances is a uniform sample of them
     # (what an eval's `max_examples` or RL's held-out subset takes), not the bugs of its first file.
@@ -348,10 +352,34 @@ def synthesize(sources: Sequence[RepoSource], specs: Mapping[str, RepoSpec], out
                                                indent=2, sort_keys=True) + "\n", encoding="utf-8")
     report = {"options": {"operators": list(options.operators), "max_candidates": options.max_candidates,
                           "seed": options.seed, "rev": options.rev, "baseline_runs": options.baseline_runs,
-                          "verify": options.verify, "isolation": isolation},
+                          "verify": options.verify, "isolation": isolation, "issue_style": options.issue_style},
               "repos": repos, "totals": totals.to_json(), "instances": len(instances)}
     (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return report
+
+
+def restyle_output(out_dir: str | Path, style: str) -> int:
+    """Renders every problem statement of a `synthesize` output (`out_dir/instances.jsonl`) again
+    in `style` from the recorded failure evidence, without running any test; the report's
+    `options.issue_style` follows. Returns the number of instances rewritten."""
+    require(style in ISSUE_STYLES, "issue_style", f"must be one of {list(ISSUE_STYLES)}")
+    path = Path(out_dir) / "instances.jsonl"
+    if not path.is_file():
+        raise InputError(f"--restyle: no instances file {path}")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    missing = [r["instance_id"] for r in rows if "failure" not in (r.get("synth") or {})]
+    if missing:
+        raise InputError(f"--restyle: {len(missing)} instances of {path} record no failure evidence "
+                         f"(synthesized before it was recorded?), e.g. {missing[0]}; run synthesize again")
+    with open(path, "w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(restyle(row, style), sort_keys=True) + "\n")
+    report_path = Path(out_dir) / "report.json"
+    if report_path.is_file():
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+        report.setdefault("options", {})["issue_style"] = style
+        report_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return len(rows)
 
 
 def format_report(report: Mapping[str, Any]) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from swe_rl_jax.data.sample import SAMPLE_DIR
+from swe_rl_jax.synth.issue_text import restyle
 from swe_rl_jax.synth.repos import add_buggy_commits
 
 SYNTH_SAMPLE_DIR = SAMPLE_DIR / "synth"
@@ -26,6 +27,15 @@ SYNTH_INSTANCES = SYNTH_SAMPLE_DIR / "instances.jsonl"
 
 def load_synth_rows(path: Path = SYNTH_INSTANCES) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def write_synth_rows(path: Path, issue_style: str) -> Path:
+    """The shipped synthesized instances with their issue texts rendered in `issue_style` from the
+    recorded failure evidence (`issue_text.restyle`), written to `path`."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for row in load_synth_rows():
+            handle.write(json.dumps(restyle(row, issue_style), sort_keys=True) + "\n")
+    return path
 
 
 def add_sample_synth_commits(made: Mapping[str, Path]) -> Path:
