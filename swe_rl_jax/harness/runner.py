@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from swe_rl_jax.harness.checkout import CheckoutError, checkout
+from swe_rl_jax.harness.directives import test_command
 from swe_rl_jax.harness.environments import Environment
 from swe_rl_jax.harness.patching import ApplyResult, apply_patch
 from swe_rl_jax.harness.sandbox import Limits, prepare_sandbox, run_isolated
@@ -78,7 +79,7 @@ def run_tests(repo_dir: Path, commit: str, patches: Sequence[str], test_ids: Seq
         for name in ("home", "tmp"):
             (sandbox / name).mkdir()
         prepare_sandbox(sandbox, isolation)
-        result = run_isolated(spec.command(test_ids), cwd=worktree, sandbox_dir=sandbox,
+        result = run_isolated(test_command(spec.test_cmd, spec.directives, "", test_ids), cwd=worktree, sandbox_dir=sandbox,
                               env=_test_env(env, spec, sandbox, worktree), limits=limits, isolation=isolation,
                               reachable=[env.python, env.path])
         statuses = parse_pytest_summary(result.output)
