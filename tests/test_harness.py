@@ -20,7 +20,7 @@ from swe_rl_jax.harness import (EnvironmentOptions, EnvironmentSpec, HarnessOpti
                                 spec_for)
 from swe_rl_jax.harness import environments
 from swe_rl_jax.rewards import git_diff
-from swe_rl_jax.rewards.paths import unsafe_path_reason
+from swe_rl_jax.paths import unsafe_path_reason
 
 INSTANCES = load_instances(SAMPLE_DIR / "instances.jsonl")
 BY_ID = {i.instance_id: i for i in INSTANCES}
@@ -92,9 +92,9 @@ def test_base_code_fails_fail_to_pass_and_passes_pass_to_pass(repos, options):
     env = ensure_environment(SPECS["quillsoft/configlet"].environment, options.env)
     isolation = isolation_mode("auto")
     for inst in INSTANCES:
-        run = run_tests(repos / inst.repo.replace("/", "__"), inst.base_commit, [inst.test_patch],
-                        inst.fail_to_pass + inst.pass_to_pass, env, spec_for(inst, SPECS), isolation=isolation,
-                        work_dir=Path(options.work_dir))
+        run = run_tests(repos / inst.repo.replace("/", "__"), inst.base_commit, "",
+                        inst.fail_to_pass + inst.pass_to_pass, env, spec_for(inst, SPECS), test_patch=inst.test_patch,
+                        isolation=isolation, work_dir=Path(options.work_dir))
         assert not run.error, (inst.instance_id, run.message, run.log[-2000:])
         assert all(run.statuses.get(t) in ("FAILED", "ERROR") for t in inst.fail_to_pass), inst.instance_id
         assert all(run.statuses.get(t) == "PASSED" for t in inst.pass_to_pass), inst.instance_id

@@ -185,7 +185,7 @@ def test_kept_instances_fail_at_base_and_resolve_with_gold_under_the_harness(syn
     assert report["summary"]["resolved"] == len(instances) == 4
     env = ensure_environment(SPEC.environment, harness.env)
     for inst in instances:
-        run = run_tests(locator.find(inst.repo), inst.base_commit, [], inst.fail_to_pass + inst.pass_to_pass, env,
+        run = run_tests(locator.find(inst.repo), inst.base_commit, "", inst.fail_to_pass + inst.pass_to_pass, env,
                         SPEC, isolation=isolation_mode("auto"), work_dir=Path(harness.work_dir))
         assert all(run.statuses[t] == "FAILED" for t in inst.fail_to_pass), inst.instance_id
         assert all(run.statuses[t] == "PASSED" for t in inst.pass_to_pass), inst.instance_id

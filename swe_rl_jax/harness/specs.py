@@ -46,9 +46,10 @@ from typing import Any, Mapping
 
 from swe_rl_jax.config import read_yaml
 from swe_rl_jax.data.sources import InputError, Instance
+from swe_rl_jax.harness.logformats import PARSERS
 
 DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider --tb=short"
-LOG_FORMATS = ("pytest", "pytest_verbose", "django", "sympy")
+LOG_FORMATS = tuple(PARSERS)  # "pytest", "pytest_verbose", "django", "sympy"
 DIRECTIVE_KINDS = ("test_files", "django_labels", "sympy_files")
 SPEC_KEYS = ("python", "requirements", "pre_install", "install", "test_cmd", "log_format", "directives",
              "pythonpath", "env")
@@ -61,14 +62,15 @@ class EnvironmentSpec:
 
     requirements: tuple[str, ...] = ()
     python: str = ""
+    own_pip: bool = False  # a pip inside the environment (what an install step runs)
 
     def interpreter(self) -> str:
         return self.python or sys.executable
 
     def key(self, index_url: str = "") -> str:
         """Content key of the environment: what goes into it, so equal specs share one."""
-        data = json.dumps([self.interpreter(), list(self.requirements), index_url])
-        return hashlib.sha256(data.encode()).hexdigest()[:16]
+        parts: list = [self.interpreter(), list(self.requirements), index_url] + (["own_pip"] if self.own_pip else [])
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,11 +114,13 @@ def spec_from_dict(data: Any, where: str) -> RepoSpec:
     env = data.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise InputError(f"{where}: 'env' must be an object of strings")
-    return RepoSpec(EnvironmentSpec(_strings(data, "requirements", where), _string(data, "python", where)),
+    install = _string(data, "install", where)
+    return RepoSpec(EnvironmentSpec(_strings(data, "requirements", where), _string(data, "python", where),
+                                    own_pip=bool(install)),
                     test_cmd=_string(data, "test_cmd", where) or DEFAULT_TEST_CMD,
                     pythonpath=_strings(data, "pythonpath", where),
                     pre_install=_strings(data, "pre_install", where),
-                    install=_string(data, "install", where),
+                    install=install,
                     log_format=_string(data, "log_format", where, LOG_FORMATS) or "pytest",
                     directives=_string(data, "directives", where, DIRECTIVE_KINDS) or "test_files",
                     env=tuple(sorted(env.items())))
