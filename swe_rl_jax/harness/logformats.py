@@ -21,10 +21,12 @@ of SWE-bench use for that format:
   " ... ": the status goes to both (SWE-bench's instance files use the docstring line). Output
   printed between " ... " and the status moves the status to a later line of its own. The
   `FAIL: id` / `ERROR: id` headers of the failure report count too.
-- `sympy`: sympy's `bin/test --verbose`: per file a header `path.py[N]`, then `test_x ok` /
-  `F` (failed) / `E` (error) / `f` (expected failure) / `s` (skipped) / `X` (unexpected
-  success) / `w` (skipped: slow) / `T` (timed out, a failure). Ids are the bare function names
-  (as in SWE-bench's instance files) and also `path.py::name`.
+- `sympy`: sympy's `bin/test --verbose`: per file a header `path.py[N]`, then per test its name
+  and, last on the line, `ok` / `F` (failed) / `E` (error) / `f` (expected failure) / `s`
+  (skipped; the reason comes before it) / `X` (unexpected success) / `w` (skipped: slow) / `T`
+  (timed out, a failure); the file's last test also carries the file's `[OK]` / `[FAIL]`. The
+  failure report's headers (`___ path.py:test_x ___`) count as failures. Ids are the bare
+  function names (as in SWE-bench's instance files) and also `path.py::name`.
 
 A caveat that no log parser can lift: the code under test runs in the same process as its runner
 and can print a forged log or patch the runner itself. The harness guards the host against
@@ -44,7 +46,8 @@ _SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+$")
 _SUMMARY_LINE = re.compile(rf"^({_STATUS_WORDS}) (.+)$")
 # "path::name[params] STATUS (reason)   [ 33%]": the id is everything before the last status word
 # that only a reason and the progress can follow.
-_VERBOSE_LINE = re.compile(rf"^(?P<id>\S[^:]*::.+?) (?P<status>{_STATUS_WORDS})(?: \(.*\))?(?:\s+\[\s*\d+%\])?$")
+# The reason may wrap onto the next line (classic style), so its closing parenthesis is optional.
+_VERBOSE_LINE = re.compile(rf"^(?P<id>\S[^:]*::.+?) (?P<status>{_STATUS_WORDS})(?: \(.*)?(?:\s+\[\s*\d+%\])?$")
 _XDIST_LINE = re.compile(rf"^\[gw\d+\] \[\s*\d+%\] (?P<status>{_STATUS_WORDS}) (?P<id>\S[^:]*::.+)$")
 
 
@@ -140,7 +143,8 @@ def parse_django(output: str) -> dict[str, str]:
 _SYMPY_FILE = re.compile(r"^(\S+\.py)\[\d+\]")
 _SYMPY_RESULTS = {"ok": PASSED, "F": FAILED, "E": ERROR, "f": XFAIL, "s": SKIPPED, "X": XPASS, "w": SKIPPED,
                   "T": FAILED}
-_SYMPY_LINE = re.compile(r"^(test_\w*)\s+(ok|F|E|f|s|X|w|T)(?:\s.*)?$")
+# "test_x ok", "test_x why it skips s", "test_x ok   [FAIL]" (the last test of a file ends its column).
+_SYMPY_LINE = re.compile(r"^(test_\w*)(?:\s.*)?\s(ok|F|E|f|s|X|w|T)(?:\s+\[(?:OK|FAIL)\])?$")
 _SYMPY_FAILURE = re.compile(r"^_+ (\S+\.py):(test_\w*) _+$")
 
 
