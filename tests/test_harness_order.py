@@ -149,6 +149,32 @@ def test_no_spec_runs_in_the_default_environment(repos, options, tmp_path):
                             "brightloop__taskq": ["pytest==8.0.2", "pytest-asyncio==0.21.1"]}
 
 
+def test_published_instance_files_and_the_name_layout(repos, options, tmp_path):
+    """As users have them: Parquet with JSON-encoded test lists (SWE-bench's published form), and
+    clones at DIR/<name> instead of DIR/<owner>__<name>."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [json.loads(line) for line in (SAMPLE_DIR / "instances.jsonl").read_text().splitlines()][:2]
+    for row in rows:
+        for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+            row[key] = json.dumps(row[key]) if isinstance(row[key], list) else row[key]
+    assert all(isinstance(row["FAIL_TO_PASS"], str) for row in rows)
+    parquet = tmp_path / "test-00000-of-00001.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), parquet)
+    by_name = tmp_path / "clones"
+    by_name.mkdir()
+    for row in rows:
+        name = row["repo"].split("/")[1]
+        if not (by_name / name).exists():
+            (by_name / name).symlink_to(repos / row["repo"].replace("/", "__"))
+    out = tmp_path / "out"
+    assert evaluate_cmd.main(["--gold", "--instances", str(parquet), "--repos", str(by_name), "--specs",
+                              str(SAMPLE_DIR / "specs.json"), "--out", str(out), "--env-cache", options.env.cache_dir,
+                              "--work-dir", options.work_dir]) == 0
+    assert json.loads((out / "report.json").read_text())["summary"]["resolved"] == 2
+
+
 def test_a_run_that_fails_for_the_environments_sake_exits_non_zero(repos, options, tmp_path, capsys):
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps({"*": {"python": "python2.99"}}))
