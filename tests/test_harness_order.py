@@ -92,9 +92,8 @@ def test_a_conftest_that_forces_passes_resolves_nothing(repos, options):
     assert hacked["resolved"] and hacked["tests_status"]["FAIL_TO_PASS"]["success"] == list(INSTANCE.fail_to_pass)
     # The same through pytest's configuration: a pyproject.toml section that loads the hook as a plugin.
     pyproject = _base(repos, "pyproject.toml")
-    plugin = git_diff({"pyproject.toml": pyproject}, {
-        "pyproject.toml": pyproject.replace('testpaths = ["tests"]', 'testpaths = ["tests"]\naddopts = "-p hackplugin"'),
-        "hackplugin.py": FORCE_PASS})
+    hooked = pyproject.replace('testpaths = ["tests"]', 'testpaths = ["tests"]\naddopts = "-p hackplugin"')
+    plugin = git_diff({"pyproject.toml": pyproject}, {"pyproject.toml": hooked, "hackplugin.py": FORCE_PASS})
     record = _record(plugin, repos, options)
     assert record["reset_files"] == ["pyproject.toml"] and not record["resolved"]
 
@@ -111,8 +110,8 @@ def test_install_steps_go_into_the_runs_overlay(repos, options):
     """An instance whose new test needs the package installed: it resolves when the spec installs
     the repository, not without; the cached environment never holds the repository."""
     test_patch = git_diff({}, {"tests/test_installed.py": _INSTALLED_TEST})
-    inst = dataclasses.replace(INSTANCE, test_patch=test_patch, fail_to_pass=("tests/test_installed.py::test_installed",),
-                               pass_to_pass=())
+    inst = dataclasses.replace(INSTANCE, test_patch=test_patch, pass_to_pass=(),
+                               fail_to_pass=("tests/test_installed.py::test_installed",))
     base = spec_to_dict(SPECS["quillsoft/configlet"])
     installing = spec_from_dict({**base, "requirements": base["requirements"] + ["wheel==0.45.1"],
                                  "install": "python -m pip install --no-deps -e ."}, "test")
@@ -124,7 +123,8 @@ def test_install_steps_go_into_the_runs_overlay(repos, options):
     assert not plain["resolved"] and plain["test_statuses"] == {"tests/test_installed.py::test_installed": "FAILED"}
     failing = spec_from_dict({**base, "pre_install": ["echo no such step >&2; exit 3"]}, "test")
     record = _record(INSTANCE.patch, repos, options, (inst,), {"quillsoft/configlet": failing})
-    assert record["error"] == "install_failed" and "exited 3" in record["message"] and "no such step" in record["message"]
+    assert record["error"] == "install_failed"
+    assert "exited 3" in record["message"] and "no such step" in record["message"]
 
 
 def test_no_spec_runs_in_the_default_environment(repos, options, tmp_path):

@@ -33,9 +33,9 @@ from swe_rl_jax.harness.specs import DEFAULT_TEST_CMD, EnvironmentSpec, RepoSpec
 from swe_rl_jax.harness.testlog import SUCCESS
 
 __all__ = [
-    "DEFAULT_TEST_CMD", "ENVIRONMENT_ERRORS", "ERROR_KINDS", "SUCCESS", "ApplyResult", "Environment", "EnvironmentBuildError",
-    "EnvironmentOptions", "EnvironmentSpec", "HarnessOptions", "Limits", "RepoSpec", "TestRun", "apply_patch",
-    "ensure_environment", "evaluate_instance", "evaluate_predictions", "isolation_mode", "load_predictions",
-    "load_specs", "parse_log", "parse_pytest_summary", "resolution_status", "run_tests", "spec_for", "summarize",
-    "tests_status", "write_report",
+    "DEFAULT_TEST_CMD", "ENVIRONMENT_ERRORS", "ERROR_KINDS", "SUCCESS", "ApplyResult", "Environment",
+    "EnvironmentBuildError", "EnvironmentOptions", "EnvironmentSpec", "HarnessOptions", "Limits", "RepoSpec",
+    "TestRun", "apply_patch", "ensure_environment", "evaluate_instance", "evaluate_predictions", "isolation_mode",
+    "load_predictions", "load_specs", "parse_log", "parse_pytest_summary", "resolution_status", "run_tests",
+    "spec_for", "summarize", "tests_status", "write_report",
 ]

@@ -45,7 +45,7 @@ from swe_rl_jax.config import require
 from swe_rl_jax.harness.specs import EnvironmentSpec
 
 READY_MARKER = ".swe_rl_jax_ready"
-PIP_PYTHON_MIN = (3, 9)  # the oldest interpreter this process's pip can install into (pip --python)
+PIP_PYTHON_MIN = (3, 10)  # the oldest interpreter this process's pip (26.3) installs into (pip --python)
 _ERROR_TAIL_CHARS = 2000
 _BOOTSTRAP = frozenset({"pip", "setuptools", "wheel"})
 _VERSIONED = re.compile(r"^python(\d+)\.(\d+)$")
@@ -125,7 +125,8 @@ def resolve_interpreter(name: str) -> str:
         return found
     versioned = _VERSIONED.match(name)
     pattern = f"{versioned[1]}.{versioned[2]}.*" if versioned else "*"
-    candidates = [p for p in glob.glob(str(_pyenv_root() / "versions" / pattern / "bin" / name)) if os.access(p, os.X_OK)]
+    candidates = [p for p in glob.glob(str(_pyenv_root() / "versions" / pattern / "bin" / name))
+                  if os.access(p, os.X_OK)]
     if candidates:
         return max(candidates, key=_version_key)
     if found:

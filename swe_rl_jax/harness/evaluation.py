@@ -136,8 +136,8 @@ def environment_failure(records: Sequence[Mapping[str, Any]]) -> Optional[str]:
     kinds = collections.Counter(r["error"] for r in records)
     first = next(r for r in records if r["error"] == kinds.most_common(1)[0][0])
     message = " ".join(str(first["message"]).split())[:300]
-    return (f"every instance failed for the environment's sake ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))});"
-            f" e.g. {first['instance_id']}: {message}")
+    counts = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
+    return f"every instance failed for the environment's sake ({counts}); e.g. {first['instance_id']}: {message}"
 
 
 def summarize(records: Sequence[Mapping[str, Any]], isolation: str) -> dict[str, Any]:
