@@ -17,7 +17,7 @@ from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos, run_isolated_g
 from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.harness import EnvironmentOptions, HarnessOptions, Limits, evaluate_predictions, load_specs
 from swe_rl_jax.harness import runner
-from swe_rl_jax.harness.environments import Environment, ensure_environment
+from swe_rl_jax.harness.environments import ensure_environment
 from swe_rl_jax.harness.specs import spec_from_dict, spec_to_dict
 from swe_rl_jax.rewards import git_diff
 
