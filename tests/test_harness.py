@@ -1,23 +1,21 @@
 """The execution harness on the shipped sample: gold patches resolve every instance, the base code
 fails every FAIL_TO_PASS test and passes every PASS_TO_PASS test, broken / non-applying / hanging /
-dangerous patches are reported as such, and the sandbox keeps writes and connections in."""
+dangerous patches are reported as such, and the sandbox keeps writes and connections in.
+Fixtures `repos`, `open_dir`, `options`: tests/conftest.py."""
 import dataclasses
 import json
 import os
-import shutil
 import socket
-import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
 from swe_rl_jax.commands import evaluate as evaluate_cmd
-from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos, run_isolated_git
+from swe_rl_jax.data.sample import SAMPLE_DIR, run_isolated_git
 from swe_rl_jax.data.sources import RepoLocator, load_instances
-from swe_rl_jax.harness import (EnvironmentOptions, EnvironmentSpec, HarnessOptions, Limits, ensure_environment,
-                                evaluate_predictions, isolation_mode, load_specs, parse_pytest_summary, run_tests,
-                                spec_for)
+from swe_rl_jax.harness import (EnvironmentOptions, EnvironmentSpec, Limits, ensure_environment, evaluate_predictions,
+                                isolation_mode, load_specs, parse_pytest_summary, run_tests, spec_for)
 from swe_rl_jax.harness import environments
 from swe_rl_jax.rewards import git_diff
 from swe_rl_jax.paths import unsafe_path_reason
@@ -25,30 +23,6 @@ from swe_rl_jax.paths import unsafe_path_reason
 INSTANCES = load_instances(SAMPLE_DIR / "instances.jsonl")
 BY_ID = {i.instance_id: i for i in INSTANCES}
 SPECS = load_specs(SAMPLE_DIR / "specs.json")
-
-
-@pytest.fixture(scope="module")
-def repos(tmp_path_factory):
-    root = tmp_path_factory.mktemp("repos")
-    make_sample_repos(root)
-    return root
-
-
-@pytest.fixture(scope="module")
-def open_dir():
-    """A scratch directory the sandbox user can reach (pytest's tmp_path root is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="swe-harness-test-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def options(tmp_path_factory, open_dir):
-    # One environment cache for the module: the sample's three repositories share one spec.
-    return HarnessOptions(workers=2, limits=Limits(timeout_s=60),
-                          env=EnvironmentOptions(cache_dir=str(tmp_path_factory.mktemp("envs"))),
-                          work_dir=str(open_dir / "work"))
 
 
 def _evaluate(predictions, repos, options, instances=INSTANCES):

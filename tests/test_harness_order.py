@@ -3,19 +3,18 @@ files are reset before the test patch (as SWE-bench does), a conftest.py that fo
 to pass is reset too (reward integrity: with the reset it resolves nothing, without it it would
 resolve), install steps install the repository into the run's overlay only, and a repository no
 spec names runs in the default environment (pytest and its declared dependencies), while a run
-whose every instance fails for the environment's sake exits non-zero after writing its report."""
+whose every instance fails for the environment's sake exits non-zero after writing its report.
+Fixtures `repos`, `open_dir`, `options`: tests/conftest.py."""
 import dataclasses
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from swe_rl_jax.commands import evaluate as evaluate_cmd
-from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos, run_isolated_git
+from swe_rl_jax.data.sample import SAMPLE_DIR, run_isolated_git
 from swe_rl_jax.data.sources import RepoLocator, load_instances
-from swe_rl_jax.harness import EnvironmentOptions, HarnessOptions, Limits, evaluate_predictions, load_specs
+from swe_rl_jax.harness import evaluate_predictions, load_specs
 from swe_rl_jax.harness import runner
 from swe_rl_jax.harness.environments import ensure_environment
 from swe_rl_jax.harness.specs import spec_from_dict, spec_to_dict
@@ -34,23 +33,6 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     outcome.get_result().outcome = "passed"
 """
-
-
-@pytest.fixture(scope="module")
-def repos(tmp_path_factory):
-    root = tmp_path_factory.mktemp("repos")
-    make_sample_repos(root)
-    return root
-
-
-@pytest.fixture(scope="module")
-def options(tmp_path_factory):
-    work = Path(tempfile.mkdtemp(prefix="swe-order-test-"))  # reachable by the sandbox user
-    work.chmod(0o755)
-    yield HarnessOptions(workers=2, limits=Limits(timeout_s=60),
-                         env=EnvironmentOptions(cache_dir=str(tmp_path_factory.mktemp("envs"))),
-                         work_dir=str(work / "work"))
-    shutil.rmtree(work, ignore_errors=True)
 
 
 def _base(repos, path, instance=INSTANCE):
