@@ -17,7 +17,8 @@ from swe_rl_jax.harness.directives import django_label, test_directives
 from swe_rl_jax.harness.grading import FULL, NO, PARTIAL, resolution_status, tests_status
 from swe_rl_jax.harness.integrity import is_test_infrastructure, paths_to_reset, pytest_section
 from swe_rl_jax.harness.patching import apply_patch
-from swe_rl_jax.harness.specs import LOG_FORMATS, RepoSpec, load_specs, repo_spec, spec_for, spec_to_dict
+from swe_rl_jax.harness.logformats import parse_django
+from swe_rl_jax.harness.specs import LOG_FORMATS, RepoSpec, builtin_specs, load_specs, repo_spec, spec_for, spec_to_dict
 
 
 def _grade(f2p, p2p, statuses):
@@ -119,6 +120,24 @@ def test_spec_keys_and_the_lookup_order(tmp_path):
         with pytest.raises(InputError, match=message):
             load_specs(_write(tmp_path / "bad.json", {"o/r": bad}))
     assert set(LOG_FORMATS) == {"pytest", "pytest_verbose", "django", "sympy"}
+
+
+def test_the_built_in_table_is_valid():
+    """Every entry of spec_table.json passes the same checks as a user's spec file, and a runner's
+    log format comes with that runner's directives."""
+    table = builtin_specs()
+    pairs = {"django": "django_labels", "sympy": "sympy_files"}
+    for key, spec in table.items():
+        assert "/" in key.split("@")[0], key
+        assert spec.directives == pairs.get(spec.log_format, "test_files"), key
+        assert not spec.install or spec.environment.own_pip, key
+
+
+def test_django_ids_glued_to_earlier_output():
+    """A line shape the official django parser special-cases (django__django-7188): migration output
+    without a newline before the test's id. Constructed from that shape, not a recorded log."""
+    line = "  Applying sites.0002_alter_domain_unique...test_no_migrations (migrations.test_commands.Tests) ... ok"
+    assert parse_django(line) == {"test_no_migrations (migrations.test_commands.Tests)": "PASSED"}
 
 
 def _write(path, data):
