@@ -71,7 +71,6 @@ class TestRun:
     isolation: str = ""
     log: str = ""  # the end of the test command's output
     reset_files: tuple[str, ...] = ()  # files of the model patch put back to the commit (integrity.py)
-    returncode: Optional[int] = None  # the test command's exit status (None: it did not run or was killed)
 
     __test__ = False  # not a pytest test class, whatever its name
 
@@ -104,7 +103,7 @@ def reset_test_infrastructure(worktree: Path, commit: str, model_patch: str, tes
         now = (worktree / path).read_text(encoding="utf-8", errors="replace") if (worktree / path).is_file() else None
         if pytest_section(path, base) != pytest_section(path, now):
             reset.append(path)
-    at_commit = set(run_isolated_git(worktree, "ls-tree", "-r", "--name-only", commit, "--", *reset).splitlines()
+    at_commit = set(run_isolated_git(worktree, "ls-tree", "-r", "-z", "--name-only", commit, "--", *reset).split("\0")
                     if reset else [])
     for path in reset:
         target = worktree / path
@@ -206,7 +205,7 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
             message = (f"exit status {result.returncode}, yet the log names no failing test: it does not "
                        f"describe the run; output ends: {result.output[-300:]}")
         return TestRun(statuses, tuple(applied), error, message, result.seconds, isolation,
-                       result.output[-_LOG_TAIL_CHARS:], tuple(reset), result.returncode)
+                       result.output[-_LOG_TAIL_CHARS:], tuple(reset))
     finally:
         if not keep:
             shutil.rmtree(scratch, ignore_errors=True)
