@@ -115,7 +115,8 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
     except EnvironmentBuildError as e:
         return _record(instance.instance_id, model_patch, error="env_build_failed", message=str(e))
     run = run_tests(repo_dir, instance.base_commit, model_patch, instance.fail_to_pass + instance.pass_to_pass, env,
-                    spec, test_patch=instance.test_patch, limits=options.limits, isolation=isolation,
+                    spec, test_patch=instance.test_patch, limits=options.limits,
+                    install_timeout_s=options.env.build_timeout_s, isolation=isolation,
                     work_dir=Path(options.work_dir) if options.work_dir else None, keep=options.keep_worktrees)
     status = tests_status(instance.fail_to_pass, instance.pass_to_pass, run.statuses)
     resolution = resolution_status(status) if not run.error else NO

@@ -14,8 +14,9 @@ pytest's configuration): each file the model patch touched among those is restor
 commit, or removed when the commit does not have it. `reset_files` lists them.
 
 Install steps (`pre_install` commands, then `install`) run in the sandbox, in the worktree, with
-the same limits and no network (pip is told `PIP_NO_INDEX`, and runs without build isolation:
-build dependencies come from the environment). `install` gets an overlay of the environment
+the test run's limits except time (`install_timeout_s`: building compiled extensions takes
+longer than most test runs) and no network (pip is told `PIP_NO_INDEX`, and runs without build
+isolation: build dependencies come from the environment). `install` gets an overlay of the environment
 (environments.make_overlay) first, so what it installs stays in this run.
 
 The test command's output is parsed as the spec's `log_format` (logformats.py). A log that names
@@ -40,7 +41,7 @@ from swe_rl_jax.data.patches import PatchError, parse_patch
 from swe_rl_jax.data.sample import run_isolated_git
 from swe_rl_jax.harness.checkout import CheckoutError, checkout
 from swe_rl_jax.harness.directives import patch_files, test_command
-from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, make_overlay
+from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, make_overlay
 from swe_rl_jax.harness.integrity import is_config_file, paths_to_reset, pytest_section
 from swe_rl_jax.harness.logformats import parse_log
 from swe_rl_jax.harness.patching import ApplyResult, apply_patch
@@ -152,7 +153,8 @@ def _in_sandbox(cmd: list[str], envs: Sequence[Environment], spec: RepoSpec, san
 
 def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[str], env: Environment,
               spec: RepoSpec = RepoSpec(), *, test_patch: str = "", limits: Limits = Limits(),
-              isolation: str = "none", work_dir: Optional[Path] = None, keep: bool = False) -> TestRun:
+              install_timeout_s: float = EnvironmentOptions.build_timeout_s, isolation: str = "none",
+              work_dir: Optional[Path] = None, keep: bool = False) -> TestRun:
     """Checks out `commit` of `repo_dir`, applies `model_patch` ("" = none), resets the test
     infrastructure it touched, applies `test_patch` ("" = none), runs the install steps and the
     spec's test command with its directives (directives.py: the test patch's files, else the
@@ -185,7 +187,8 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
                                reset_files=tuple(reset))
         for name in ("home", "tmp"):
             (sandbox / name).mkdir()
-        envs, install_error = _install(spec, env, sandbox, worktree, limits, isolation)
+        install_limits = dataclasses.replace(limits, timeout_s=max(limits.timeout_s, install_timeout_s))
+        envs, install_error = _install(spec, env, sandbox, worktree, install_limits, isolation)
         if install_error is not None:
             return TestRun({}, tuple(applied), "install_failed", install_error, isolation=isolation,
                            reset_files=tuple(reset))
