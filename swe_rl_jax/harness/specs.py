@@ -4,25 +4,27 @@ reads and which tests it names.
 A spec file is a JSON (or YAML) object from a key to a spec. The spec of an instance is, first
 found: the user's `"<owner/name>@<version>"`, the user's `"<owner/name>"`, the built-in table's
 `"<owner/name>@<version>"` and `"<owner/name>"` (`spec_table.json` beside this module), the
-user's `"*"`; else the default (`RepoSpec()`; evaluation.py adds the repository's declared
-dependencies). The instance's own `requirements` / `test_cmd` fields override the spec's.
+user's `"*"`; else the default (`infer_requirements`: defaults.py gives it pytest and the
+repository's declared dependencies). The instance's own `requirements` / `test_cmd` fields
+override the spec's.
 
     {"django/django@3.0": {"python": "python3.6", "requirements": ["asgiref==3.2.10", ...],
-                           "install": "python -m pip install -e .",
+                           "install": "python -m pip install --no-build-isolation --no-deps -e .",
                            "test_cmd": "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1",
                            "log_format": "django", "directives": "django_labels", "env": {"LANG": "en_US.UTF-8"}}}
 
 Keys (every one optional; any other key is an error):
 - `python`: the interpreter that creates the environment, e.g. "python3.9" ("" = this process's);
-  found on PATH, else among pyenv's installed versions.
+  found on PATH (not through pyenv's shims), else among pyenv's installed versions.
 - `requirements`: pip requirement strings installed into the cached environment (pin every
   package, dependencies included, for an environment that does not drift).
 - `pre_install`: shell commands run in the worktree, in the sandbox, before `install` (after the
   patches).
 - `install`: one shell command that installs the repository into the run's own overlay of the
-  environment, e.g. "python -m pip install -e ." ("" = none: the tests import the worktree through
-  PYTHONPATH). It runs in the sandbox without network: build dependencies (setuptools, wheel,
-  cython, ...) belong in `requirements`.
+  environment, e.g. "python -m pip install --no-build-isolation --no-deps -e ." ("" = none: the
+  tests import the worktree through PYTHONPATH). It runs in the sandbox without network: build
+  dependencies (setuptools, wheel, cython, ...) belong in `requirements`; the environment gets
+  a pip of its own for it (`EnvironmentSpec.own_pip`).
 - `test_cmd`: split like a shell line; the test directives are appended.
 - `log_format`: how the test command's output reads, one of LOG_FORMATS: "pytest" (the `-rA`
   short summary; the default), "pytest_verbose" (`-v` lines with the status at the end, colored
