@@ -149,6 +149,17 @@ def test_write_home_and_tmp():
             f.write("ok")
 
 
+def test_write_the_worktree_by_relative_paths():
+    with open("scratch.txt", "w") as f:  # the working directory is the worktree
+        f.write("ok")
+    os.symlink("scratch.txt", "link.txt")
+    os.remove("link.txt")
+
+
+def test_no_cgroup_v1_cpu_shares():  # what pylint divides by 1024 to count CPUs
+    assert not os.path.exists("/sys/fs/cgroup/cpu/cpu.shares")
+
+
 def test_allocate_past_the_memory_limit():
     bytearray(1 << 30)
 """
@@ -168,19 +179,20 @@ def test_isolation_of_writes_network_and_memory(repos, options, tmp_path, isolat
     test_patch = git_diff({}, {"tests/test_escape.py": _ESCAPE_TESTS.format(target=str(target),
                                                                             port=server.getsockname()[1])})
     names = ["test_write_outside_the_worktree", "test_reach_a_server_on_the_host", "test_only_a_loopback_device",
-             "test_write_home_and_tmp", "test_allocate_past_the_memory_limit"]
+             "test_write_home_and_tmp", "test_write_the_worktree_by_relative_paths",
+             "test_no_cgroup_v1_cpu_shares", "test_allocate_past_the_memory_limit"]
     probe = dataclasses.replace(inst, instance_id="escape", test_patch=test_patch,
                                 fail_to_pass=tuple(f"tests/test_escape.py::{n}" for n in names), pass_to_pass=())
     limited = dataclasses.replace(options, isolation=isolation, limits=Limits(timeout_s=60, memory_mb=512))
     with server:
         _, records = _evaluate([{"instance_id": "escape", "model_patch": inst.patch}], repos, limited, [probe])
     statuses = {k.split("::")[1]: v for k, v in records["escape"]["test_statuses"].items()}
-    assert statuses["test_write_home_and_tmp"] == "PASSED"
+    assert statuses["test_write_home_and_tmp"] == statuses["test_write_the_worktree_by_relative_paths"] == "PASSED"
     assert statuses["test_allocate_past_the_memory_limit"] == "FAILED"  # MemoryError under RLIMIT_AS
     if isolation == "namespaces":
         assert statuses["test_write_outside_the_worktree"] == "FAILED" and not target.exists()
         assert statuses["test_reach_a_server_on_the_host"] == "FAILED"  # its loopback is not the host's
-        assert statuses["test_only_a_loopback_device"] == "PASSED"
+        assert statuses["test_only_a_loopback_device"] == statuses["test_no_cgroup_v1_cpu_shares"] == "PASSED"
     else:  # the documented fallback: the host is not protected
         assert statuses["test_write_outside_the_worktree"] == "PASSED" and target.read_text() == "escaped"
         assert statuses["test_reach_a_server_on_the_host"] == "PASSED"

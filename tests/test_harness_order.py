@@ -7,6 +7,7 @@ whose every instance fails for the environment's sake exits non-zero after writi
 Fixtures `repos`, `open_dir`, `options`: tests/conftest.py."""
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,9 @@ def test_no_spec_runs_in_the_default_environment(repos, options, tmp_path):
     assert report["summary"]["resolved"] == 12 and report["summary"]["resolution"] == {"FULL": 12, "PARTIAL": 0,
                                                                                         "NO": 0}
     assert report["summary"]["environment_failure"] is None
+    logs = {p.stem: p.read_text() for p in (out / "logs").iterdir()}  # each run's output, beside the report
+    assert set(logs) == {i.instance_id for i in INSTANCES} and "log" not in report["records"][0]
+    assert all(re.search(r"=+ \d+ passed in", log) for log in logs.values())
     keys = {r["instance_id"].split("-")[0]: r["environment"] for r in report["records"]}
     requirements = {repo: json.loads((Path(options.env.cache_dir) / key / "spec.json").read_text())["requirements"]
                     for repo, key in keys.items()}

@@ -10,7 +10,7 @@ Record: `instance_id`, `patch_exists`, `patch_applied`, `apply_method`, `resolve
 `resolution_status` (FULL / PARTIAL / NO), `error` (a kind from ERROR_KINDS, or null), `message`,
 `tests_status` ({"FAIL_TO_PASS" / "PASS_TO_PASS": {"success": [...], "failure": [...]}}),
 `test_statuses` (id → status as the log says), `reset_files`, `seconds`, `environment` (its cache
-key). Summary: counts, `pct_applied` / `pct_resolved` over the evaluated predictions,
+key), `log` (the end of the test command's output; `write_report` puts it in `logs/<id>.log`). Summary: counts, `pct_applied` / `pct_resolved` over the evaluated predictions,
 `resolution` counts, errors and apply methods by kind, the isolation mode, and
 `environment_failure`: the reason when every instance failed for the environment's sake
 (ENVIRONMENT_ERRORS), else null.
@@ -125,7 +125,8 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
                    apply_method=run.applied[0].method if applied else None, resolved=resolution == FULL,
                    resolution_status=resolution, error=_run_error(run), message=run.message,
                    tests_status=status if run.statuses else {}, test_statuses=run.statuses,
-                   reset_files=list(run.reset_files), seconds=time.perf_counter() - start, environment=env.key)
+                   reset_files=list(run.reset_files), seconds=time.perf_counter() - start, environment=env.key,
+                   log=run.log or run.message)
 
 
 def environment_failure(records: Sequence[Mapping[str, Any]]) -> Optional[str]:
@@ -187,8 +188,16 @@ def evaluate_predictions(predictions: Sequence[Mapping[str, Any]], instances: Se
 
 
 def write_report(report: Mapping[str, Any], out_dir: str | Path) -> Path:
+    """`out_dir/report.json`, and each record's test output (`log`) as `out_dir/logs/<instance_id>.log`
+    instead of inside the report."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    records = []
+    for record in report["records"]:
+        if record.get("log"):
+            (out / "logs" / f"{record['instance_id'].replace('/', '__')}.log").write_text(record["log"],
+                                                                                          encoding="utf-8")
+        records.append({k: v for k, v in record.items() if k != "log"})
     path = out / "report.json"
-    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(json.dumps({**report, "records": records}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
