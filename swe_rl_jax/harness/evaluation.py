@@ -10,8 +10,9 @@ Record: `instance_id`, `patch_exists`, `patch_applied`, `apply_method`, `resolve
 `resolution_status` (FULL / PARTIAL / NO), `error` (a kind from ERROR_KINDS, or null), `message`,
 `tests_status` ({"FAIL_TO_PASS" / "PASS_TO_PASS": {"success": [...], "failure": [...]}}),
 `test_statuses` (id → status as the log says), `reset_files`, `seconds`, `environment` (its cache
-key), `log` (the end of the test command's output; `write_report` puts it in `logs/<id>.log`). Summary: counts, `pct_applied` / `pct_resolved` over the evaluated predictions,
-`resolution` counts, errors and apply methods by kind, the isolation mode, and
+key), `log` (the end of the test command's output; `write_report` puts it in `logs/<id>.log`).
+Summary: counts, `pct_applied` / `pct_resolved` over the evaluated predictions, `resolution`
+counts, errors and apply methods by kind, the isolation mode, and
 `environment_failure`: the reason when every instance failed for the environment's sake
 (ENVIRONMENT_ERRORS), else null.
 """
