@@ -110,6 +110,10 @@ def test_spec_keys_and_the_lookup_order(tmp_path):
     assert (django.log_format, django.directives, django.env) == ("django", "django_labels", (("LANG", "en_US.UTF-8"),))
     assert django.environment.own_pip and django.pre_install == ("true",)
     assert load_specs(_write(tmp_path / "back.json", {"k": spec_to_dict(django)}))["k"] == django
+    unsupported = load_specs(_write(tmp_path / "u.json", {"o/big": {"unsupported": "needs a GPU"}}))["o/big"]
+    with pytest.raises(environments.EnvironmentBuildError, match="not supported here: needs a GPU"):
+        environments.ensure_environment(unsupported.environment, environments.EnvironmentOptions(str(tmp_path)))
+    assert not list(tmp_path.glob("*.lock"))  # nothing was started
     # An instance's own requirements make the environment its own (no inference).
     inst = instance_from_dict({"instance_id": "i", "repo": "o/unknown", "base_commit": "abc", "patch": "",
                                "problem_statement": "", "requirements": ["x==1"]}, "i")

@@ -193,7 +193,10 @@ def _build(spec: EnvironmentSpec, path: Path, options: EnvironmentOptions) -> No
 
 def ensure_environment(spec: EnvironmentSpec, options: EnvironmentOptions = EnvironmentOptions()) -> Environment:
     """The environment of `spec`, built first if the cache does not hold it yet.
-    Raises EnvironmentBuildError when the build fails (nothing half-built is left behind)."""
+    Raises EnvironmentBuildError when the build fails (nothing half-built is left behind) or the
+    spec says it cannot be built here (`unsupported`)."""
+    if spec.unsupported:
+        raise EnvironmentBuildError(f"not supported here: {spec.unsupported}")
     root = options.root()
     key = spec.key(options.index_url)
     env = Environment(root / key, key)

@@ -35,6 +35,9 @@ Keys (every one optional; any other key is an error):
   patch's files, for `bin/test`). Without a test patch, the files of the instance's test ids.
 - `pythonpath`: worktree-relative import roots besides the worktree itself (e.g. ["src"]).
 - `env`: extra environment variables of the install and test commands, e.g. {"LANG": "en_US.UTF-8"}.
+- `unsupported`: why the repository (at that version) cannot run here, e.g. "its clone exceeds
+  what this machine can fetch"; its instances then end as `env_build_failed` with that reason,
+  and nothing is built.
 """
 from __future__ import annotations
 
@@ -54,7 +57,7 @@ DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider --tb=short"
 LOG_FORMATS = tuple(PARSERS)  # "pytest", "pytest_verbose", "django", "sympy"
 DIRECTIVE_KINDS = ("test_files", "django_labels", "sympy_files")
 SPEC_KEYS = ("python", "requirements", "pre_install", "install", "test_cmd", "log_format", "directives",
-             "pythonpath", "env")
+             "pythonpath", "env", "unsupported")
 BUILTIN_TABLE = Path(__file__).with_name("spec_table.json")
 
 
@@ -65,6 +68,7 @@ class EnvironmentSpec:
     requirements: tuple[str, ...] = ()
     python: str = ""
     own_pip: bool = False  # a pip inside the environment (what an install step runs)
+    unsupported: str = ""  # why it cannot be built here ("" = it can); not part of the key: never built
 
     def interpreter(self) -> str:
         return self.python or sys.executable
@@ -118,7 +122,7 @@ def spec_from_dict(data: Any, where: str) -> RepoSpec:
         raise InputError(f"{where}: 'env' must be an object of strings")
     install = _string(data, "install", where)
     return RepoSpec(EnvironmentSpec(_strings(data, "requirements", where), _string(data, "python", where),
-                                    own_pip=bool(install)),
+                                    own_pip=bool(install), unsupported=_string(data, "unsupported", where)),
                     test_cmd=_string(data, "test_cmd", where) or DEFAULT_TEST_CMD,
                     pythonpath=_strings(data, "pythonpath", where),
                     pre_install=_strings(data, "pre_install", where),
@@ -171,7 +175,8 @@ def spec_to_dict(spec: RepoSpec) -> dict[str, Any]:
     """The spec-file form of `spec` (what `load_specs` reads back to an equal spec)."""
     default = RepoSpec()
     data: dict[str, Any] = {"requirements": list(spec.environment.requirements), "test_cmd": spec.test_cmd}
-    optional = {"python": spec.environment.python, "pythonpath": list(spec.pythonpath),
+    optional = {"python": spec.environment.python, "unsupported": spec.environment.unsupported,
+                "pythonpath": list(spec.pythonpath),
                 "pre_install": list(spec.pre_install), "install": spec.install, "env": dict(spec.env),
                 "log_format": spec.log_format if spec.log_format != default.log_format else "",
                 "directives": spec.directives if spec.directives != default.directives else ""}
