@@ -3,6 +3,7 @@ FAIL_TO_PASS, truncated and path-shortened ids, PARTIAL), the test directives pe
 kind, the spec table's keys and lookup order, the declared dependencies of the default
 environment, the files the integrity reset puts back, and `git apply --3way` / already-applied
 patches on a small git repository."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 from swe_rl_jax.data.sample import run_isolated_git
 from swe_rl_jax.data.sources import InputError, instance_from_dict
 from swe_rl_jax.harness import environments
-from swe_rl_jax.harness.defaults import RUNNER_REQUIREMENT, declared_requirements, default_requirements
+from swe_rl_jax.harness.defaults import RUNNER_REQUIREMENT, declared_requirements, default_requirements, resolve_spec
 from swe_rl_jax.harness.directives import django_label, test_directives
 from swe_rl_jax.harness.grading import FULL, NO, PARTIAL, resolution_status, tests_status
 from swe_rl_jax.harness.integrity import is_test_infrastructure, paths_to_reset, pytest_section
@@ -164,10 +165,43 @@ def test_declared_requirements_read_statically():
     }
     assert declared_requirements(files) == ["click>=8", "attrs", "hypothesis", "six", "mock", "numpy>=1.20",
                                             "pytest-mock", "freezegun", "pytest==8.0.2"]
+    # Runtime dependencies only (what `pip install -e .` fetches): no test extras, no requirements files.
+    assert declared_requirements(files, tests=False) == ["click>=8", "attrs", "six", "numpy>=1.20"]
     assert declared_requirements({"pyproject.toml": "not [ toml", "setup.py": "def (:"}) == []
     # The runner: pinned pytest, unless the repository declares pytest itself.
     assert default_requirements(["attrs"]) == [RUNNER_REQUIREMENT, "attrs"]
     assert default_requirements(["PyTest==8.0.2"]) == ["PyTest==8.0.2"]
+
+
+def test_an_install_spec_takes_the_commits_runtime_dependencies(tmp_path, monkeypatch):
+    """A spec with an install step: the repository's runtime dependencies at the base commit are
+    installed over the pins when the environment is built (a commit that caps a pinned package
+    gets the capped release, as the official per-instance `pip install -e .` gives it)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "setup.cfg").write_text("[options]\ninstall_requires =\n    astroid>=2.11.6,<=2.12.0-dev0\n"
+                                    "[options.extras_require]\ntesting = pytest\n")
+    (repo / "requirements_test.txt").write_text("coverage\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "v1")
+    head = _git(repo, "rev-parse", "HEAD").strip()
+    entry = {"requirements": ["astroid==2.12.13"], "python": "python3.9",
+             "install": "python -m pip install --no-deps -e ."}
+    spec = load_specs(_write(tmp_path / "s.json", {"o/r": entry}))["o/r"]
+    resolved = resolve_spec(spec, repo, head)
+    assert resolved.environment.declared == ("astroid>=2.11.6,<=2.12.0-dev0",)
+    assert resolved.environment.key() != spec.environment.key()  # one environment per declared set
+    assert resolve_spec(dataclasses.replace(spec, install=""), repo, head).environment.declared == ()
+    commands = []
+    monkeypatch.setattr(environments, "_run", lambda cmd, timeout: commands.append(cmd))
+    monkeypatch.setattr(environments, "_python_version", lambda python, timeout: (3, 9))
+    monkeypatch.setattr(environments, "resolve_interpreter", lambda name: "/usr/bin/python3.9")
+    (tmp_path / "env").mkdir()  # what the recorded `python -m venv` would have made
+    environments._build(resolved.environment, tmp_path / "env", environments.EnvironmentOptions())
+    installs = [cmd[cmd.index("install") + 1:] for cmd in commands if "install" in cmd]
+    assert [[a for a in args if not a.startswith("-")] for args in installs] == [
+        ["astroid==2.12.13"], ["astroid>=2.11.6,<=2.12.0-dev0"]]  # the pins, then the commit's own over them
 
 
 def test_what_the_integrity_reset_puts_back():

@@ -1,20 +1,25 @@
-"""The environment of a repository that no spec names: the default test runner plus the
-dependencies the repository declares at the instance's base commit.
+"""What a spec takes from the repository at the instance's base commit (`resolve_spec`):
+
+- A repository that no spec names (`RepoSpec.infer_requirements`) gets the default environment:
+  the test runner, `RUNNER_REQUIREMENT` (pytest, pinned) unless the repository declares pytest
+  itself, plus the dependencies it declares, test extras and requirements files included. Versions
+  are what the repository writes, unpinned beyond that (docs/HARNESS.md: a date cap would pick
+  releases that the default interpreter, this process's, often cannot install). A `src/`
+  directory at the root goes on the import path (a src layout).
+- A spec with an install step gets the repository's runtime dependencies as
+  `EnvironmentSpec.declared`: installed over the spec's pins when the environment is built, with
+  network, they are the half of the official `pip install -e .` that the offline install step
+  cannot do (pip changes only what they do not already satisfy: a commit that caps a dependency
+  below the version's pin gets the capped release, as in the official per-instance image).
 
 Declared dependencies, read statically from the base commit's files (nothing of the repository
-runs on the host):
-- `pyproject.toml`: `[project].dependencies`, and `[project.optional-dependencies]` extras named
-  `test`, `tests` or `testing`;
-- `setup.cfg`: `[options] install_requires` and the same extras of `[options.extras_require]`;
-- `setup.py`: the `install_requires=`, `tests_require=` and `extras_require=` (same extras)
-  arguments of its `setup(...)` call, when they are literal lists of strings or a module-level
-  name bound to one (parsed with `ast`, never executed);
-- `requirements*.txt` at the root: its requirement lines (options, `-r` includes, editable and
-  URL lines are left out).
-The runner: `RUNNER_REQUIREMENT` (pytest, pinned) unless the repository declares pytest itself.
-Versions are what the repository writes, unpinned beyond that (see docs/HARNESS.md: a date cap
-would pick releases that the default interpreter, this process's, often cannot install). A
-`src/` directory at the root goes on the import path (a src layout).
+runs on the host): `pyproject.toml` (`[project].dependencies`; with test extras, also the
+`[project.optional-dependencies]` named `test`, `tests` or `testing`), `setup.cfg` (`[options]
+install_requires`; the same extras of `[options.extras_require]`), `setup.py` (the
+`install_requires=` argument of its `setup(...)` call; with test extras, `tests_require=` and
+those `extras_require=`), when literal lists of strings or a module-level name bound to one
+(parsed with `ast`, never executed); with test extras, `requirements*.txt` at the root (its
+requirement lines; options, `-r` includes, editable and URL lines left out).
 """
 from __future__ import annotations
 
@@ -51,17 +56,17 @@ def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _pyproject(text: str) -> list[str]:
+def _pyproject(text: str, extras: Iterable[str]) -> list[str]:
     project = tomllib.loads(text).get("project", {})
-    extras = project.get("optional-dependencies", {})
-    return _strings(project.get("dependencies")) + [r for e in TEST_EXTRAS for r in _strings(extras.get(e))]
+    optional = project.get("optional-dependencies", {})
+    return _strings(project.get("dependencies")) + [r for e in extras for r in _strings(optional.get(e))]
 
 
-def _setup_cfg(text: str) -> list[str]:
+def _setup_cfg(text: str, extras: Iterable[str]) -> list[str]:
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     parser.read_string(text)
     values = [parser.get("options", "install_requires", fallback="")]
-    values += [parser.get("options.extras_require", e, fallback="") for e in TEST_EXTRAS]
+    values += [parser.get("options.extras_require", e, fallback="") for e in extras]
     return [line.strip() for value in values for line in value.splitlines() if line.strip()]
 
 
@@ -74,7 +79,7 @@ def _literal(node: ast.AST, names: Mapping[str, ast.AST]) -> Any:
         return None
 
 
-def _setup_py(text: str) -> list[str]:
+def _setup_py(text: str, extras: Iterable[str]) -> list[str]:
     tree = ast.parse(text)
     names = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
              for t in node.targets if isinstance(t, ast.Name)}
@@ -83,32 +88,33 @@ def _setup_py(text: str) -> list[str]:
         if not (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "setup"):
             continue
         for kw in node.keywords:
-            if kw.arg in ("install_requires", "tests_require"):
+            if kw.arg == "install_requires" or (kw.arg == "tests_require" and extras):
                 out += _strings(_literal(kw.value, names))
             elif kw.arg == "extras_require":
-                extras = _literal(kw.value, names)
-                if isinstance(extras, dict):
-                    out += [r for e in TEST_EXTRAS for r in _strings(extras.get(e))]
+                optional = _literal(kw.value, names)
+                if isinstance(optional, dict):
+                    out += [r for e in extras for r in _strings(optional.get(e))]
     return out
 
 
-def _requirements_txt(text: str) -> list[str]:
+def _requirements_txt(text: str, extras: Iterable[str]) -> list[str]:
     return [line.split(" #", 1)[0].strip() for line in text.splitlines() if not line.lstrip().startswith("#")]
 
 
 _READERS = {"pyproject.toml": _pyproject, "setup.cfg": _setup_cfg, "setup.py": _setup_py}
 
 
-def declared_requirements(files: Mapping[str, Optional[str]]) -> list[str]:
-    """The repository's declared dependencies (see the module docstring) from its root files
-    (path -> text; None or a file that does not parse contributes nothing), each once."""
+def declared_requirements(files: Mapping[str, Optional[str]], tests: bool = True) -> list[str]:
+    """The repository's declared dependencies (see the module docstring; `tests`: with the test
+    extras and requirements files) from its root files (path -> text; None or a file that does
+    not parse contributes nothing), each once."""
     out: list[str] = []
     for path, text in files.items():
-        reader = _READERS.get(path) or (_requirements_txt if _REQUIREMENTS_FILE.match(path) else None)
+        reader = _READERS.get(path) or (_requirements_txt if tests and _REQUIREMENTS_FILE.match(path) else None)
         if reader is None or text is None:
             continue
         try:
-            out += reader(text)
+            out += reader(text, TEST_EXTRAS if tests else ())
         except (tomllib.TOMLDecodeError, configparser.Error, SyntaxError, ValueError, AttributeError):
             continue
     return list(dict.fromkeys(r.strip() for r in out if _valid(r)))
@@ -121,17 +127,20 @@ def default_requirements(declared: Iterable[str]) -> list[str]:
     return runner + declared
 
 
-def resolve_default(spec: RepoSpec, repo_dir: Path, commit: str) -> RepoSpec:
-    """`spec`, or when it is the default (`infer_requirements`), the default environment of the
-    repository at `commit` (see the module docstring)."""
-    return _resolve_default(spec, Path(repo_dir), commit) if spec.infer_requirements else spec
+def resolve_spec(spec: RepoSpec, repo_dir: Path, commit: str) -> RepoSpec:
+    """`spec` with what it takes from the repository at `commit` (see the module docstring)."""
+    return _resolve(spec, Path(repo_dir), commit) if spec.infer_requirements or spec.install else spec
 
 
 @functools.lru_cache(maxsize=256)  # the execution rewards ask once per response
-def _resolve_default(spec: RepoSpec, repo_dir: Path, commit: str) -> RepoSpec:
+def _resolve(spec: RepoSpec, repo_dir: Path, commit: str) -> RepoSpec:
     snapshot = Snapshot(GitRepo(repo_dir), commit)
-    root = [p for p in snapshot.files if "/" not in p and (p in _READERS or _REQUIREMENTS_FILE.match(p))]
-    requirements = default_requirements(declared_requirements(snapshot.read_text(sorted(root))))
+    root = snapshot.read_text(sorted(p for p in snapshot.files if "/" not in p
+                                     and (p in _READERS or _REQUIREMENTS_FILE.match(p))))
+    if not spec.infer_requirements:
+        declared = tuple(declared_requirements(root, tests=False))
+        return dataclasses.replace(spec, environment=dataclasses.replace(spec.environment, declared=declared))
+    requirements = default_requirements(declared_requirements(root))
     src = ("src",) if any(p.startswith("src/") for p in snapshot.files) else ()
     return dataclasses.replace(spec, environment=dataclasses.replace(spec.environment,
                                                                       requirements=tuple(requirements)),

@@ -182,11 +182,12 @@ def _build(spec: EnvironmentSpec, path: Path, options: EnvironmentOptions) -> No
            [sys.executable, "-m", "pip", "--python", str(path / "bin" / "python")])
     bootstrap = [r for r in spec.requirements if _requirement_name(r) in _BOOTSTRAP] if own_pip else []
     rest = [r for r in spec.requirements if r not in bootstrap]
-    for group in (bootstrap, rest):
+    for group in (bootstrap, rest, list(spec.declared)):
         if group:
             _run([*pip, *flags, *group], options.build_timeout_s)
     (path / "spec.json").write_text(json.dumps({"requirements": list(spec.requirements), "python": python,
-                                                "own_pip": own_pip, "index_url": options.index_url},
+                                                "declared": list(spec.declared), "own_pip": own_pip,
+                                                "index_url": options.index_url},
                                                indent=2) + "\n")
     (path / READY_MARKER).write_text("")
 

@@ -32,7 +32,7 @@ from typing import Any, Mapping, Optional, Sequence
 from swe_rl_jax.config import require
 from swe_rl_jax.data.records import iter_jsonl
 from swe_rl_jax.data.sources import GitError, GitRepo, InputError, Instance, RepoLocator
-from swe_rl_jax.harness.defaults import resolve_default
+from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import EnvironmentBuildError, EnvironmentOptions, ensure_environment
 from swe_rl_jax.harness.grading import NO, RESOLUTION_STATUSES, FULL, resolution_status, tests_status
 from swe_rl_jax.harness.runner import TestRun, run_tests
@@ -111,7 +111,7 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
     except GitError as e:
         return _record(instance.instance_id, model_patch, error="missing_repository", message=str(e))
     try:
-        spec = resolve_default(spec, repo_dir, instance.base_commit)
+        spec = resolve_spec(spec, repo_dir, instance.base_commit)
         env = ensure_environment(spec.environment, options.env)
     except EnvironmentBuildError as e:
         return _record(instance.instance_id, model_patch, error="env_build_failed", message=str(e))

@@ -68,6 +68,9 @@ class EnvironmentSpec:
     requirements: tuple[str, ...] = ()
     python: str = ""
     own_pip: bool = False  # a pip inside the environment (what an install step runs)
+    # The repository's runtime dependencies at an instance's base commit (defaults.resolve_spec),
+    # installed over `requirements`: pip changes only what they do not already satisfy.
+    declared: tuple[str, ...] = ()
     unsupported: str = ""  # why it cannot be built here ("" = it can); not part of the key: never built
 
     def interpreter(self) -> str:
@@ -76,6 +79,7 @@ class EnvironmentSpec:
     def key(self, index_url: str = "") -> str:
         """Content key of the environment: what goes into it, so equal specs share one."""
         parts: list = [self.interpreter(), list(self.requirements), index_url] + (["own_pip"] if self.own_pip else [])
+        parts += [["declared", list(self.declared)]] if self.declared else []
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 

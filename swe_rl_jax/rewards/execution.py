@@ -35,7 +35,7 @@ from typing import Any, Mapping
 
 from swe_rl_jax.config import from_dict, require
 from swe_rl_jax.data.sources import Instance, RepoLocator, load_instances
-from swe_rl_jax.harness.defaults import resolve_default
+from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import EnvironmentOptions, ensure_environment
 from swe_rl_jax.harness.grading import FULL, resolution_status, tests_status
 from swe_rl_jax.harness.runner import run_tests
@@ -95,7 +95,7 @@ def _setup(config: ExecutionConfig, instance_id: str) -> tuple[Instance, Path, R
     repo_dir = RepoLocator(config.repos).find(instance.repo)
     if repo_dir is None:
         raise FileNotFoundError(f"no clone of {instance.repo} under {config.repos}")
-    return instance, repo_dir, resolve_default(spec_for(instance, _specs(config.specs)), repo_dir,
+    return instance, repo_dir, resolve_spec(spec_for(instance, _specs(config.specs)), repo_dir,
                                                instance.base_commit)
 
 

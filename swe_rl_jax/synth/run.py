@@ -48,7 +48,7 @@ from swe_rl_jax.data.skeleton import SourceFilter
 from swe_rl_jax.data.sources import GitError, GitRepo, InputError, RepoLocator, Snapshot, instance_from_dict
 from swe_rl_jax.harness import (HarnessOptions, RepoSpec, TestRun, ensure_environment, evaluate_predictions,
                                 isolation_mode, run_tests)
-from swe_rl_jax.harness.defaults import resolve_default
+from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError
 from swe_rl_jax.harness.sandbox import check_work_dir
 from swe_rl_jax.harness.specs import repo_spec, spec_to_dict
@@ -217,7 +217,7 @@ def synthesize_repo(source: RepoSource, spec: RepoSpec, out_dir: Path, options: 
     sources = source_files(snapshot)
     if not test_files:
         raise InputError(f"--repo {source.path}: no test files (test_*.py, *_test.py) at {options.rev}")
-    spec = resolve_default(spec, repo.path, original)
+    spec = resolve_spec(spec, repo.path, original)
     try:
         env = ensure_environment(spec.environment, options.harness.env)
     except EnvironmentBuildError as e:
