@@ -18,7 +18,7 @@ from swe_rl_jax.harness.directives import django_label, test_directives
 from swe_rl_jax.harness.grading import FULL, NO, PARTIAL, resolution_status, tests_status
 from swe_rl_jax.harness.integrity import is_test_infrastructure, paths_to_reset, pytest_section
 from swe_rl_jax.harness.patching import apply_patch
-from swe_rl_jax.harness.logformats import parse_django
+from swe_rl_jax.harness.logformats import parse_django, parse_log
 from swe_rl_jax.harness.specs import LOG_FORMATS, RepoSpec, builtin_specs, load_specs, repo_spec, spec_for, spec_to_dict
 
 
@@ -143,6 +143,21 @@ def test_django_ids_glued_to_earlier_output():
     without a newline before the test's id. Constructed from that shape, not a recorded log."""
     line = "  Applying sites.0002_alter_domain_unique...test_no_migrations (migrations.test_commands.Tests) ... ok"
     assert parse_django(line) == {"test_no_migrations (migrations.test_commands.Tests)": "PASSED"}
+
+
+def test_official_artifact_ids_of_pytest_logs():
+    """Constructed in the shape of pytest-dev__pytest-5227's log (its PASS_TO_PASS names `[100%]`):
+    a nested run a test prints, whose wrapped `-v` line starts with a status word, beside the
+    summary. Such words count where they are no node ids and the summary does not name them."""
+    log = ("tests/test_a.py::test_outer PASSED\n---- Captured stdout call ----\n"
+           "test_inner.py::test_with_a_long_name_that_wraps_at_eighty_columns \n"
+           "PASSED                                         [100%]\n"
+           "PASSED tests/test_a.py::test_spoofed\n"  # a node id outside the summary: not read
+           "=== short test summary info ===\nPASSED tests/test_a.py::test_outer\n"
+           "FAILED tests/test_a.py::test_b - AssertionError\nSKIPPED [1] tests/test_a.py:9: why\n")
+    assert parse_log("pytest", log) == {"tests/test_a.py::test_outer": "PASSED", "tests/test_a.py::test_b": "FAILED",
+                                        "[100%]": "PASSED"}
+    assert parse_log("pytest", log.split("===")[0]) == {}  # artifacts alone are no test results
 
 
 def _write(path, data):

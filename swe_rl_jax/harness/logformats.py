@@ -9,7 +9,10 @@ of SWE-bench use for that format:
   the last "short test summary info" section only, so text a test prints earlier (captured output
   is shown before the summary) cannot pose as a result. Ids are node ids; the message after
   " - " is dropped (a " - " inside a parameter's brackets is kept); "SKIPPED [1] file:line: why"
-  names no test and is skipped.
+  names no test and is skipped. Besides, as the official parser reads every line of the log that
+  starts with a status word (its id: the next whitespace-separated word), the words that are no
+  node ids (no "::") are kept too, where the summary names tests but not them: SWE-bench's instance
+  files list a few such artifacts of nested runs a test prints (pytest-dev__pytest-5227's `[100%]`).
 - `pytest_verbose`: pytest's `-v` lines, status at the end (`tests/test_x.py::test_a PASSED
   [ 33%]`, `... SKIPPED (why)`, `... XFAIL (why)`, the classic style without the percentage), as
   old and new pytest print them, and also the `-rA` summary when the output has one. A line counts
@@ -44,6 +47,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _STATUS_WORDS = "|".join(STATUSES)
 _SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+$")
 _SUMMARY_LINE = re.compile(rf"^({_STATUS_WORDS}) (.+)$")
+_OFFICIAL_STATUSES = frozenset({PASSED, FAILED, ERROR, SKIPPED, XFAIL})  # the official parser has no XPASS
+_SKIP_COUNT = re.compile(r"^\[\d+\]$")
 # "path::name[params] STATUS (reason)   [ 33%]": the id is everything before the last status word
 # that only a reason and the progress can follow.
 # The reason may wrap onto the next line (classic style), so its closing parenthesis is optional.
@@ -68,8 +73,21 @@ def _node_id(rest: str) -> str:
     return rest.rstrip()
 
 
+def _official_artifacts(lines: list[str]) -> dict[str, str]:
+    """The words that are no node ids which the official parser takes for test ids: the second
+    word of any line that starts with a status word (the last such line wins, as there)."""
+    out: dict[str, str] = {}
+    for line in lines:
+        words = line.split()
+        if (len(words) >= 2 and words[0] in _OFFICIAL_STATUSES and line.startswith(words[0]) and "::" not in words[1]
+                and not (words[0] == SKIPPED and _SKIP_COUNT.match(words[1]))):
+            out[words[1]] = words[0]
+    return out
+
+
 def parse_pytest_summary(output: str) -> dict[str, str]:
-    """test id -> status from the last `-rA` summary in `output` ({} when there is none)."""
+    """test id -> status from the last `-rA` summary in `output` ({} when there is none), plus the
+    official parser's artifact ids (see the module docstring)."""
     lines = strip_ansi(output).splitlines()
     starts = [i for i, line in enumerate(lines) if _SUMMARY_HEADER.match(line.strip())]
     statuses: dict[str, str] = {}
@@ -81,6 +99,8 @@ def parse_pytest_summary(output: str) -> dict[str, str]:
         if status == SKIPPED and rest.startswith("["):  # "SKIPPED [1] file.py:12: reason": no node id
             continue
         record(statuses, _node_id(rest), status)
+    for artifact, status in _official_artifacts(lines).items() if statuses else ():
+        statuses.setdefault(artifact, status)  # beside real results only: alone they show no test ran
     return statuses
 
 

@@ -83,7 +83,7 @@ def _test_env(envs: Sequence[Environment], spec: RepoSpec, sandbox: Path, worktr
         "PATH": ":".join([*(str(e.bin_dir) for e in envs), _BASE_PATH]), "VIRTUAL_ENV": str(envs[0].path),
         "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"),
         "PYTHONPATH": ":".join(roots), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "COLUMNS": "240", **dict(spec.env),
+        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "COLUMNS": "80", **dict(spec.env),
     }
 
 
