@@ -114,3 +114,19 @@ def test_a_format_reads_nothing_of_another():
         assert parse_log("pytest", _read(name)) == parse_log("pytest_verbose", _read(name)) == {}
     assert parse_log("django", _read("sympy_bin_test.log")) == {}
     assert parse_log("sympy", _read("pytest_rA.log")) == {}
+
+
+def test_official_artifact_ids_of_a_nested_run():
+    """pytest-dev__pytest-5227's gold run at 80 columns: its tests print nested pytest runs, whose
+    wrapped lines `PASSED   [100%]` start with a status word. The official parser took the next
+    word for a test id, so the instance's PASS_TO_PASS lists `[100%]`, `[` and
+    `[100%]------------------------------` (log lines 250, 294 and 654), next to 34 node ids."""
+    text = _read("pytest_5227_gold_80cols.log")
+    statuses = parse_log("pytest", text)
+    node_ids = {t: s for t, s in statuses.items() if "::" in t}
+    assert re.search(r"=+ 34 passed in", text) and _counts(node_ids) == {"PASSED": 34}
+    assert {t: s for t, s in statuses.items() if "::" not in t} == {
+        "[100%]": "PASSED", "[": "PASSED", "[100%]------------------------------": "PASSED"}
+    # Captured log records of the nested runs ("ERROR    root:test_root_logger_affected.py:7 ...")
+    # also start with a status word; they are not taken for failing tests.
+    assert re.search(r"^ERROR +root:", text, re.M)

@@ -11,8 +11,9 @@ of SWE-bench use for that format:
   " - " is dropped (a " - " inside a parameter's brackets is kept); "SKIPPED [1] file:line: why"
   names no test and is skipped. Besides, as the official parser reads every line of the log that
   starts with a status word (its id: the next whitespace-separated word), the words that are no
-  node ids (no "::") are kept too, where the summary names tests but not them: SWE-bench's instance
-  files list a few such artifacts of nested runs a test prints (pytest-dev__pytest-5227's `[100%]`).
+  node ids (no "::") are kept too, where the summary names tests but not them, unless they end
+  FAILED or ERROR: SWE-bench's instance files list a few such artifacts of nested runs a test
+  prints (pytest-dev__pytest-5227's `[100%]`).
 - `pytest_verbose`: pytest's `-v` lines, status at the end (`tests/test_x.py::test_a PASSED
   [ 33%]`, `... SKIPPED (why)`, `... XFAIL (why)`, the classic style without the percentage), as
   old and new pytest print them, and also the `-rA` summary when the output has one. A line counts
@@ -75,14 +76,16 @@ def _node_id(rest: str) -> str:
 
 def _official_artifacts(lines: list[str]) -> dict[str, str]:
     """The words that are no node ids which the official parser takes for test ids: the second
-    word of any line that starts with a status word (the last such line wins, as there)."""
+    word of any line that starts with a status word (the last such line wins, as there). Those
+    that end FAILED or ERROR are left out: grading treats them as it treats an id the log does not
+    name, and captured log records (`ERROR    root:file.py:7 ...`) would pose as erroring tests."""
     out: dict[str, str] = {}
     for line in lines:
         words = line.split()
         if (len(words) >= 2 and words[0] in _OFFICIAL_STATUSES and line.startswith(words[0]) and "::" not in words[1]
                 and not (words[0] == SKIPPED and _SKIP_COUNT.match(words[1]))):
             out[words[1]] = words[0]
-    return out
+    return {word: status for word, status in out.items() if status not in (FAILED, ERROR)}
 
 
 def parse_pytest_summary(output: str) -> dict[str, str]:
