@@ -39,7 +39,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator
 
 from swe_rl_jax.config import require
 from swe_rl_jax.harness.specs import EnvironmentSpec
@@ -224,8 +224,3 @@ def make_overlay(env: Environment, dest: Path, timeout_s: float = 120.0) -> Envi
     (overlay.site_packages() / "_swe_rl_jax_base.pth").write_text(
         f"import site; site.addsitedir({str(env.site_packages())!r})\n")
     return overlay
-
-
-def search_path(envs: Sequence[Environment], base: str) -> str:
-    """PATH with the environments' `bin/` first, in order."""
-    return ":".join([*(str(e.bin_dir) for e in envs), base])
