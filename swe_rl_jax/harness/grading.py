@@ -50,13 +50,11 @@ def path_aliases(statuses: Mapping[str, str]) -> dict[str, str]:
     return aliases
 
 
-def find_status(test_id: str, statuses: Mapping[str, str],
-                aliases: Optional[Mapping[str, str]] = None) -> Optional[str]:
-    """The status the log gives `test_id` (the matching rules of the module docstring), or None.
-    `aliases`: `path_aliases(statuses)`, when the caller looks up many ids."""
+def _find_status(test_id: str, statuses: Mapping[str, str], aliases: Mapping[str, str]) -> Optional[str]:
+    """The status the log gives `test_id` (the matching rules of the module docstring), or None;
+    `aliases` = `path_aliases(statuses)`."""
     if test_id in statuses:
         return statuses[test_id]
-    aliases = path_aliases(statuses) if aliases is None else aliases
     if test_id in aliases:
         return aliases[test_id]
     if test_id.count("[") > test_id.count("]"):
@@ -75,7 +73,7 @@ def tests_status(fail_to_pass: Sequence[str], pass_to_pass: Sequence[str],
                               ("PASS_TO_PASS", pass_to_pass, SUCCESS | {SKIPPED})):
         success, failure = [], []
         for test in tests:
-            status = find_status(test, statuses, aliases)
+            status = _find_status(test, statuses, aliases)
             if status in kept:
                 success.append(test)
             elif status is None or status in (FAILED, ERROR, SKIPPED):
