@@ -20,3 +20,36 @@ def tiny_llama(tmp_path_factory):
     from hf_reference import make_tiny_llama
 
     return make_tiny_llama(tmp_path_factory.mktemp("tiny_llama"))
+
+
+# The execution harness's tests on the shipped sample (tests/test_harness*.py): per test module one
+# set of the sample's clones, one scratch directory and one environment cache.
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory):
+    from swe_rl_jax.data.sample import make_sample_repos
+
+    root = tmp_path_factory.mktemp("repos")
+    make_sample_repos(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def open_dir():
+    """A scratch directory the sandbox user can reach (pytest's tmp_path root is 0700)."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="swe-harness-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def options(tmp_path_factory, open_dir):
+    from swe_rl_jax.harness import EnvironmentOptions, HarnessOptions, Limits
+
+    # The sample's three repositories share one spec, so one environment serves the module.
+    return HarnessOptions(workers=2, limits=Limits(timeout_s=60),
+                          env=EnvironmentOptions(cache_dir=str(tmp_path_factory.mktemp("envs"))),
+                          work_dir=str(open_dir / "work"))

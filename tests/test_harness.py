@@ -1,54 +1,28 @@
 """The execution harness on the shipped sample: gold patches resolve every instance, the base code
 fails every FAIL_TO_PASS test and passes every PASS_TO_PASS test, broken / non-applying / hanging /
-dangerous patches are reported as such, and the sandbox keeps writes and connections in."""
+dangerous patches are reported as such, and the sandbox keeps writes and connections in.
+Fixtures `repos`, `open_dir`, `options`: tests/conftest.py."""
 import dataclasses
 import json
 import os
-import shutil
 import socket
-import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
 from swe_rl_jax.commands import evaluate as evaluate_cmd
-from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos, run_isolated_git
+from swe_rl_jax.data.sample import SAMPLE_DIR, run_isolated_git
 from swe_rl_jax.data.sources import RepoLocator, load_instances
-from swe_rl_jax.harness import (EnvironmentOptions, EnvironmentSpec, HarnessOptions, Limits, ensure_environment,
-                                evaluate_predictions, isolation_mode, load_specs, parse_pytest_summary, run_tests,
-                                spec_for)
+from swe_rl_jax.harness import (EnvironmentOptions, EnvironmentSpec, Limits, ensure_environment, evaluate_predictions,
+                                isolation_mode, load_specs, parse_pytest_summary, run_tests, spec_for)
 from swe_rl_jax.harness import environments
 from swe_rl_jax.rewards import git_diff
-from swe_rl_jax.rewards.paths import unsafe_path_reason
+from swe_rl_jax.paths import unsafe_path_reason
 
 INSTANCES = load_instances(SAMPLE_DIR / "instances.jsonl")
 BY_ID = {i.instance_id: i for i in INSTANCES}
 SPECS = load_specs(SAMPLE_DIR / "specs.json")
-
-
-@pytest.fixture(scope="module")
-def repos(tmp_path_factory):
-    root = tmp_path_factory.mktemp("repos")
-    make_sample_repos(root)
-    return root
-
-
-@pytest.fixture(scope="module")
-def open_dir():
-    """A scratch directory the sandbox user can reach (pytest's tmp_path root is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="swe-harness-test-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def options(tmp_path_factory, open_dir):
-    # One environment cache for the module: the sample's three repositories share one spec.
-    return HarnessOptions(workers=2, limits=Limits(timeout_s=60),
-                          env=EnvironmentOptions(cache_dir=str(tmp_path_factory.mktemp("envs"))),
-                          work_dir=str(open_dir / "work"))
 
 
 def _evaluate(predictions, repos, options, instances=INSTANCES):
@@ -92,9 +66,9 @@ def test_base_code_fails_fail_to_pass_and_passes_pass_to_pass(repos, options):
     env = ensure_environment(SPECS["quillsoft/configlet"].environment, options.env)
     isolation = isolation_mode("auto")
     for inst in INSTANCES:
-        run = run_tests(repos / inst.repo.replace("/", "__"), inst.base_commit, [inst.test_patch],
-                        inst.fail_to_pass + inst.pass_to_pass, env, spec_for(inst, SPECS), isolation=isolation,
-                        work_dir=Path(options.work_dir))
+        run = run_tests(repos / inst.repo.replace("/", "__"), inst.base_commit, "",
+                        inst.fail_to_pass + inst.pass_to_pass, env, spec_for(inst, SPECS), test_patch=inst.test_patch,
+                        isolation=isolation, work_dir=Path(options.work_dir))
         assert not run.error, (inst.instance_id, run.message, run.log[-2000:])
         assert all(run.statuses.get(t) in ("FAILED", "ERROR") for t in inst.fail_to_pass), inst.instance_id
         assert all(run.statuses.get(t) == "PASSED" for t in inst.pass_to_pass), inst.instance_id
@@ -175,6 +149,17 @@ def test_write_home_and_tmp():
             f.write("ok")
 
 
+def test_write_the_worktree_by_relative_paths():
+    with open("scratch.txt", "w") as f:  # the working directory is the worktree
+        f.write("ok")
+    os.symlink("scratch.txt", "link.txt")
+    os.remove("link.txt")
+
+
+def test_no_cgroup_v1_cpu_shares():  # what pylint divides by 1024 to count CPUs
+    assert not os.path.exists("/sys/fs/cgroup/cpu/cpu.shares")
+
+
 def test_allocate_past_the_memory_limit():
     bytearray(1 << 30)
 """
@@ -194,19 +179,20 @@ def test_isolation_of_writes_network_and_memory(repos, options, tmp_path, isolat
     test_patch = git_diff({}, {"tests/test_escape.py": _ESCAPE_TESTS.format(target=str(target),
                                                                             port=server.getsockname()[1])})
     names = ["test_write_outside_the_worktree", "test_reach_a_server_on_the_host", "test_only_a_loopback_device",
-             "test_write_home_and_tmp", "test_allocate_past_the_memory_limit"]
+             "test_write_home_and_tmp", "test_write_the_worktree_by_relative_paths",
+             "test_no_cgroup_v1_cpu_shares", "test_allocate_past_the_memory_limit"]
     probe = dataclasses.replace(inst, instance_id="escape", test_patch=test_patch,
                                 fail_to_pass=tuple(f"tests/test_escape.py::{n}" for n in names), pass_to_pass=())
     limited = dataclasses.replace(options, isolation=isolation, limits=Limits(timeout_s=60, memory_mb=512))
     with server:
         _, records = _evaluate([{"instance_id": "escape", "model_patch": inst.patch}], repos, limited, [probe])
     statuses = {k.split("::")[1]: v for k, v in records["escape"]["test_statuses"].items()}
-    assert statuses["test_write_home_and_tmp"] == "PASSED"
+    assert statuses["test_write_home_and_tmp"] == statuses["test_write_the_worktree_by_relative_paths"] == "PASSED"
     assert statuses["test_allocate_past_the_memory_limit"] == "FAILED"  # MemoryError under RLIMIT_AS
     if isolation == "namespaces":
         assert statuses["test_write_outside_the_worktree"] == "FAILED" and not target.exists()
         assert statuses["test_reach_a_server_on_the_host"] == "FAILED"  # its loopback is not the host's
-        assert statuses["test_only_a_loopback_device"] == "PASSED"
+        assert statuses["test_only_a_loopback_device"] == statuses["test_no_cgroup_v1_cpu_shares"] == "PASSED"
     else:  # the documented fallback: the host is not protected
         assert statuses["test_write_outside_the_worktree"] == "PASSED" and target.read_text() == "escaped"
         assert statuses["test_reach_a_server_on_the_host"] == "PASSED"

@@ -40,6 +40,16 @@ def test_libraries_never_import_commands_or_the_cli():
     assert "swe_rl_jax.rl.ppo" not in _imports(PACKAGE / "rl" / "grpo.py")
 
 
+def test_the_harness_does_not_import_the_rewards():
+    """rewards/execution.py runs the harness; the harness takes its path rules from swe_rl_jax/paths.py,
+    below both, so the two packages do not import each other."""
+    offenders = [f"{p.name}: {m}" for p in (PACKAGE / "harness").rglob("*.py") for m in _imports(p)
+                 if m.startswith("swe_rl_jax.rewards")]
+    assert offenders == []
+    assert "swe_rl_jax.paths" in _imports(PACKAGE / "harness" / "patching.py")
+    assert "swe_rl_jax.harness.runner" in _imports(PACKAGE / "rewards" / "execution.py")
+
+
 def test_subtask_definitions_are_the_ones_every_layer_uses():
     from swe_rl_jax.data import records, seqio_tasks, tfds_builder
     from swe_rl_jax.data.tasks import BUILDERS

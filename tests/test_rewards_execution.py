@@ -89,6 +89,39 @@ def test_tests_pass_similarity_mixes_both_rewards(setup):
     assert scores[2] == -1.0
 
 
+# A pytest hook that reports every test as passed: an answer that games the tests instead of fixing the bug.
+_FORCE_PASS = """import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+"""
+
+
+def test_an_answer_adding_a_conftest_that_forces_passes_scores_nothing(setup, tmp_path):
+    """Reward integrity (the harness resets conftest.py before the tests run): the answer is well
+    formed and its file lands in the checkout, yet it scores 0; without the reset it would score 1."""
+    from swe_rl_jax.harness import runner
+
+    root, config = setup
+    record = {r.instance_id: r for r in _swe_rl_records(root, "validation")}["quillsoft__configlet-12"]
+    context = record.context["code_context"]
+    assert "conftest.py" not in context
+    task = reward_task(record, whole_file_answer(context, {"conftest.py": _FORCE_PASS}), {"swe_rl": "tests_pass"},
+                       {"execution": dataclasses.asdict(config)})
+    [(score, info)] = score_batch([task], num_workers=1, timeout_s=60)
+    assert score == 0.0 and info["reset_files"] == ["conftest.py"] and not info["resolved"]
+    # Counterfactual (in this process, with its own result cache): the hook alone makes every test pass.
+    unprotected = dataclasses.replace(config, result_cache=str(tmp_path / "results"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runner, "reset_test_infrastructure", lambda *a, **k: [])
+        hacked_score, hacked = execution.compute_execution(
+            {**task.meta, "execution": dataclasses.asdict(unprotected)}, task.response, False)
+    assert hacked_score == 1.0 and hacked["resolved"] and hacked["reset_files"] == []
+
+
 def test_setup_problems_are_internal_errors_not_scores(setup):
     root, config = setup
     record = _swe_rl_records(root, "validation")[0]

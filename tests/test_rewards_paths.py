@@ -8,7 +8,7 @@ from swe_rl_jax.data.sample import commit_all, init_repo, write_files
 from swe_rl_jax.data.sources import GitRepo, Instance, RepoLocator, Snapshot
 from swe_rl_jax.eval.agentless import AgentlessOptions, make_candidate, resolve_all
 from swe_rl_jax.rewards import normalize_path, parse_search_replace, swe_rl_reward
-from swe_rl_jax.rewards.paths import unsafe_path_reason
+from swe_rl_jax.paths import unsafe_path_reason
 
 # Characters normalization treats specially, plus ordinary path characters.
 _PATH_CHARS = st.sampled_from(list(" \t/./`'\":-*+•12)ab_\n") + ["./", "1. ", "- ", "a.py"])

@@ -228,7 +228,7 @@ def test_kept_instances_fail_at_base_and_resolve_with_gold_under_the_harness(syn
     assert report["summary"]["resolved"] == len(instances) == 4
     env = ensure_environment(SPEC.environment, harness.env)
     for inst in instances:
-        run = run_tests(locator.find(inst.repo), inst.base_commit, [], inst.fail_to_pass + inst.pass_to_pass, env,
+        run = run_tests(locator.find(inst.repo), inst.base_commit, "", inst.fail_to_pass + inst.pass_to_pass, env,
                         SPEC, isolation=isolation_mode("auto"), work_dir=Path(harness.work_dir))
         assert all(run.statuses[t] == "FAILED" for t in inst.fail_to_pass), inst.instance_id
         assert all(run.statuses[t] == "PASSED" for t in inst.pass_to_pass), inst.instance_id
@@ -265,3 +265,24 @@ def test_synthesize_command_rejects_bad_input_with_exit_2(tmp_path, capsys):
         assert cli(["synthesize", *argv]) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, (argv, err)
+
+
+def test_synthesize_without_specs_runs_in_the_default_environment(tmp_path):
+    """No --specs: the harness's default environment (pytest, pinned, and the repository's declared
+    dependencies: none here), which the written specs.json records for `evaluate`."""
+    from swe_rl_jax.cli import main as cli
+
+    repo = init_repo(tmp_path / "calc")
+    write_files(repo, TINY)
+    commit_all(repo, "calc 1.0")
+    work = Path(tempfile.mkdtemp(prefix="swe-synth-test-"))  # the sandbox user must reach it (not 0700)
+    work.chmod(0o755)
+    try:
+        assert cli(["synthesize", "--repo", str(repo), "--repo-name", "acme/calc", "--operators", "binary_op",
+                    "--baseline-runs", "1", "--no-verify", "--out", str(tmp_path / "out"), "--env-cache",
+                    str(tmp_path / "envs"), "--work-dir", str(work / "work")]) == 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["repos"]["acme/calc"]["kept"] == 1  # add's `+` -> `-`; untested's `*` -> `/` is not caught
+    assert json.loads((tmp_path / "out" / "specs.json").read_text())["acme/calc"]["requirements"] == ["pytest==8.4.2"]

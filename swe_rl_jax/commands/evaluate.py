@@ -7,8 +7,11 @@
 
 `--gold` evaluates each instance's own `patch` instead of predictions (the instance set's check).
 `--sample` takes the shipped sample: its instances, its repositories (created in a temporary
-directory) and its spec file. Writes OUT/report.json (one record per prediction and the summary,
-swe_rl_jax/harness/evaluation.py) and prints the summary. docs/HARNESS.md has the details.
+directory) and its spec file. Without `--specs`, the built-in table (swe_rl_jax/harness/
+spec_table.json) and the default environment serve. Writes OUT/report.json (one record per
+prediction and the summary, swe_rl_jax/harness/evaluation.py) and prints the summary; when every
+instance failed for the environment's sake, the report is written and the run ends with one
+`error:` line naming the cause and exit status 1. docs/HARNESS.md has the details.
 """
 from __future__ import annotations
 
@@ -29,10 +32,10 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--predictions", metavar="FILE", help="predictions JSONL (instance_id, model_patch)")
     p.add_argument("--gold", action="store_true", help="evaluate the instances' own patches")
-    p.add_argument("--instances", metavar="FILE", help="SWE-bench instances, JSONL or JSON array")
+    p.add_argument("--instances", metavar="FILE", help="SWE-bench instances: JSONL, JSON array or Parquet")
     p.add_argument("--repos", metavar="DIR", help="local clones: DIR/<owner>__<name>, else DIR/<name>")
     p.add_argument("--sample", action="store_true", help="the shipped sample's instances, repositories and specs")
-    p.add_argument("--specs", metavar="FILE", help="environment and test-command specs per repository (JSON)")
+    p.add_argument("--specs", metavar="FILE", help="specs per repository (JSON), over the built-in table")
     p.add_argument("--out", required=True, metavar="DIR", help="where report.json goes")
     add_harness_arguments(p)
     return p
@@ -71,4 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     print(json.dumps(report["summary"], indent=2, sort_keys=True))
     print(f"wrote {args.out}/report.json")
+    if report["summary"]["environment_failure"]:
+        print(f"error: {report['summary']['environment_failure']}", file=sys.stderr)
+        return 1
     return 0

@@ -1,13 +1,14 @@
 """`synthesize`: validated SWE-bench-style tasks from Python repositories with tests (procedural
 bugs in functions and methods, kept only when the repository's own tests catch them).
 
-    python -m swe_rl_jax.cli synthesize --repo PATH [--repo-name owner/name] --specs FILE --out DIR
+    python -m swe_rl_jax.cli synthesize --repo PATH [--repo-name owner/name] [--specs FILE] --out DIR
     python -m swe_rl_jax.cli synthesize --sample --out DIR     # each repository of the shipped sample
     python -m swe_rl_jax.cli synthesize --restyle DIR --issue-style behaviour   # re-render, no test runs
 
 `--repo` (repeatable, with `--repo-name` in the same order; default name `local/<directory>`)
 is a git repository whose tests run with pytest; `--specs` gives each repository's environment
-and test command (the harness's spec file, docs/HARNESS.md). Writes OUT/instances.jsonl,
+and test command (the harness's spec file, docs/HARNESS.md; without one, the default environment:
+pytest and the repository's declared dependencies). Writes OUT/instances.jsonl,
 OUT/repos/ (every base_commit present), OUT/specs.json and OUT/report.json, so that
 `build-data --instances OUT/instances.jsonl --repos OUT/repos` and `evaluate ... --specs
 OUT/specs.json` run on them as they are. docs/SYNTH.md has the details.

@@ -19,7 +19,7 @@ Per instance, with a policy `respond(prompts, n) -> [[answer] * n per prompt]`:
    failing blocks skipped; a block may name any file of the repository, or create one, which gets
    a final newline) and turned into a `git_diff`. Dropped, with the reason counted: `no_blocks`,
    `invalid_path` (a block names a path that is unsafe to write: absolute, `..`, `.git`, control
-   characters, through a symlink or submodule; `rewards.paths.unsafe_path_reason`),
+   characters, through a symlink or submodule; `paths.unsafe_path_reason`),
    `no_change` (nothing applied or nothing changed), `syntax_error` (a changed `.py` file no
    longer parses), `blank_lines_only` (the change only adds or removes blank lines),
    `no_code_change` (only comments or formatting change: the normalized patch below is empty).
@@ -66,7 +66,7 @@ from swe_rl_jax.data.windows import relevant_ranges, render_ranges
 from swe_rl_jax.rewards import (FormatError, after_think, apply_search_replace, git_diff, normalized_patch,
                                 parse_file_list, parse_function_locations, parse_line_locations,
                                 parse_search_replace)
-from swe_rl_jax.rewards.paths import unsafe_path_reason
+from swe_rl_jax.paths import unsafe_path_reason
 
 log = logging.getLogger(__name__)
 

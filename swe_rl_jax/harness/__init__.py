@@ -1,9 +1,12 @@
 """A local execution harness for SWE-bench-style instances (docs/HARNESS.md).
 
-Building blocks, one concern each: `specs` (what an instance's tests need), `environments`
-(cached virtualenvs), `checkout` (a fresh worktree), `patching` (git apply, then patch --fuzz;
-dangerous paths refused), `sandbox` (limits, no network, read-only host), `testlog` (pytest -rA
-statuses), `runner` (one test run: the Python API), `evaluation` (predictions → report).
+Building blocks, one concern each: `specs` (what an instance's tests need; the built-in table
+`spec_table.json`), `defaults` (the environment of a repository no spec names), `environments`
+(cached virtualenvs, per-run overlays), `checkout` (a fresh worktree), `patching` (git apply,
+--3way, then patch --fuzz; dangerous paths refused), `integrity` (the test infrastructure a patch
+may not change), `directives` (what the test command gets), `sandbox` (limits, no network,
+read-only host), `testlog` (statuses), `logformats` (pytest, django, sympy logs), `grading` (the
+official rules), `runner` (one test run: the Python API), `evaluation` (predictions → report).
 """
 from swe_rl_jax.harness.environments import (
     Environment,
@@ -12,6 +15,7 @@ from swe_rl_jax.harness.environments import (
     ensure_environment,
 )
 from swe_rl_jax.harness.evaluation import (
+    ENVIRONMENT_ERRORS,
     ERROR_KINDS,
     HarnessOptions,
     evaluate_instance,
@@ -23,12 +27,15 @@ from swe_rl_jax.harness.evaluation import (
 from swe_rl_jax.harness.patching import ApplyResult, apply_patch
 from swe_rl_jax.harness.runner import TestRun, run_tests
 from swe_rl_jax.harness.sandbox import Limits, isolation_mode
+from swe_rl_jax.harness.grading import resolution_status, tests_status
+from swe_rl_jax.harness.logformats import parse_log, parse_pytest_summary
 from swe_rl_jax.harness.specs import DEFAULT_TEST_CMD, EnvironmentSpec, RepoSpec, load_specs, spec_for
-from swe_rl_jax.harness.testlog import SUCCESS, parse_pytest_summary
+from swe_rl_jax.harness.testlog import SUCCESS
 
 __all__ = [
-    "DEFAULT_TEST_CMD", "ERROR_KINDS", "SUCCESS", "ApplyResult", "Environment", "EnvironmentBuildError",
-    "EnvironmentOptions", "EnvironmentSpec", "HarnessOptions", "Limits", "RepoSpec", "TestRun", "apply_patch",
-    "ensure_environment", "evaluate_instance", "evaluate_predictions", "isolation_mode", "load_predictions",
-    "load_specs", "parse_pytest_summary", "run_tests", "spec_for", "summarize", "write_report",
+    "DEFAULT_TEST_CMD", "ENVIRONMENT_ERRORS", "ERROR_KINDS", "SUCCESS", "ApplyResult", "Environment",
+    "EnvironmentBuildError", "EnvironmentOptions", "EnvironmentSpec", "HarnessOptions", "Limits", "RepoSpec",
+    "TestRun", "apply_patch", "ensure_environment", "evaluate_instance", "evaluate_predictions", "isolation_mode",
+    "load_predictions", "load_specs", "parse_log", "parse_pytest_summary", "resolution_status", "run_tests",
+    "spec_for", "summarize", "tests_status", "write_report",
 ]

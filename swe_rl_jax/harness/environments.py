@@ -10,15 +10,31 @@ Concurrency: the build runs under an exclusive `flock` on `<cache_dir>/<key>.loc
 workers (threads or processes) never build the same environment twice; the last step writes a
 marker file, and a directory without it (a build that was killed) is deleted and rebuilt.
 The build is `python -m venv --without-pip` plus this process's pip pointed at the new
-interpreter (`pip --python`), which skips bootstrapping a pip into every environment.
+interpreter (`pip --python`), which skips bootstrapping a pip into every environment. An
+environment gets a pip of its own (`python -m venv` with ensurepip) when its spec installs the
+repository (`EnvironmentSpec.own_pip`: the install step runs that pip) or when this process's pip
+cannot drive its interpreter (pip runs on Python >= PIP_PYTHON_MIN only); its own pip installs the
+requirements, the ones that name pip, setuptools or wheel first (so a pinned newer pip installs
+the rest).
+
+Interpreters: a spec's `python` ("python3.9") is looked up on PATH, skipping pyenv's shims (which
+fail for any version that is not pyenv's global one), then among pyenv's installed versions.
+
+Per run, a spec with an install step gets an overlay (`make_overlay`): a virtualenv in the run's
+sandbox whose `site-packages` holds one `.pth` file adding the cached environment's, so the
+repository installs into the overlay (deleted with the run) and the shared environment never
+changes.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import fcntl
+import functools
+import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +45,10 @@ from swe_rl_jax.config import require
 from swe_rl_jax.harness.specs import EnvironmentSpec
 
 READY_MARKER = ".swe_rl_jax_ready"
+PIP_PYTHON_MIN = (3, 10)  # the oldest interpreter this process's pip (26.3) installs into (pip --python)
 _ERROR_TAIL_CHARS = 2000
+_BOOTSTRAP = frozenset({"pip", "setuptools", "wheel"})
+_VERSIONED = re.compile(r"^python(\d+)\.(\d+)$")
 
 
 def default_cache_dir() -> str:
@@ -66,6 +85,64 @@ class Environment:
     def python(self) -> Path:
         return self.bin_dir / "python"
 
+    def site_packages(self) -> Path:
+        found = sorted(glob.glob(str(self.path / "lib" / "python*" / "site-packages")))
+        if not found:
+            raise EnvironmentBuildError(f"{self.path}: no lib/python*/site-packages")
+        return Path(found[0])
+
+    def base_interpreter(self) -> str:
+        """The interpreter the environment was made from (its `pyvenv.cfg`)."""
+        cfg = dict(line.split(" = ", 1) for line in (self.path / "pyvenv.cfg").read_text().splitlines()
+                   if " = " in line)
+        version = ".".join(cfg.get("version", cfg.get("version_info", "")).split(".")[:2])
+        for candidate in (cfg.get("executable", ""), os.path.join(cfg.get("home", ""), f"python{version}"),
+                          os.path.join(cfg.get("home", ""), "python3")):
+            if candidate and os.path.isfile(candidate):
+                return candidate
+        raise EnvironmentBuildError(f"{self.path}: pyvenv.cfg names no interpreter that exists")
+
+
+def _pyenv_root() -> Path:
+    return Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+
+
+def _version_key(path: str) -> tuple[int, ...]:
+    name = Path(path).parents[1].name
+    return tuple(int(p) for p in re.findall(r"\d+", name))
+
+
+@functools.lru_cache(maxsize=None)
+def resolve_interpreter(name: str) -> str:
+    """The executable of a spec's `python` ("" = this process's): an absolute path as it is; a
+    name on PATH unless the hit is a pyenv shim; else the newest pyenv version providing it."""
+    if not name:
+        return sys.executable
+    if os.path.isabs(name):
+        return name
+    found = shutil.which(name)
+    if found and "/shims/" not in found:
+        return found
+    versioned = _VERSIONED.match(name)
+    pattern = f"{versioned[1]}.{versioned[2]}.*" if versioned else "*"
+    candidates = [p for p in glob.glob(str(_pyenv_root() / "versions" / pattern / "bin" / name))
+                  if os.access(p, os.X_OK)]
+    if candidates:
+        return max(candidates, key=_version_key)
+    if found:
+        return found
+    raise EnvironmentBuildError(f"no interpreter {name!r} on PATH or among pyenv's versions ({_pyenv_root()})")
+
+
+def _python_version(python: str, timeout_s: float) -> tuple[int, int]:
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('%d %d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=timeout_s, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise EnvironmentBuildError(f"cannot run {python}: {e}") from None
+    major, minor = out.split()
+    return int(major), int(minor)
+
 
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
@@ -91,21 +168,36 @@ def _run(cmd: list[str], timeout_s: float) -> None:
         raise EnvironmentBuildError(f"{' '.join(cmd[:4])} ... exited {proc.returncode}: {output}")
 
 
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0].lower()
+
+
 def _build(spec: EnvironmentSpec, path: Path, options: EnvironmentOptions) -> None:
-    _run([spec.interpreter(), "-m", "venv", "--without-pip", str(path)], options.build_timeout_s)
-    if spec.requirements:
-        index = ["--index-url", options.index_url] if options.index_url else []
-        _run([sys.executable, "-m", "pip", "--python", str(path / "bin" / "python"), "install", "--no-input",
-              "--quiet", "--disable-pip-version-check", *index, *spec.requirements], options.build_timeout_s)
-    (path / "spec.json").write_text(json.dumps({"requirements": list(spec.requirements),
-                                                "python": spec.interpreter(), "index_url": options.index_url},
+    python = resolve_interpreter(spec.python)
+    own_pip = spec.own_pip or _python_version(python, options.build_timeout_s) < PIP_PYTHON_MIN
+    _run([python, "-m", "venv", *([] if own_pip else ["--without-pip"]), str(path)], options.build_timeout_s)
+    flags = ["install", "--no-input", "--quiet", "--disable-pip-version-check",
+             *(["--index-url", options.index_url] if options.index_url else [])]
+    pip = ([str(path / "bin" / "python"), "-m", "pip"] if own_pip else
+           [sys.executable, "-m", "pip", "--python", str(path / "bin" / "python")])
+    bootstrap = [r for r in spec.requirements if _requirement_name(r) in _BOOTSTRAP] if own_pip else []
+    rest = [r for r in spec.requirements if r not in bootstrap]
+    for group in (bootstrap, rest, list(spec.declared)):
+        if group:
+            _run([*pip, *flags, *group], options.build_timeout_s)
+    (path / "spec.json").write_text(json.dumps({"requirements": list(spec.requirements), "python": python,
+                                                "declared": list(spec.declared), "own_pip": own_pip,
+                                                "index_url": options.index_url},
                                                indent=2) + "\n")
     (path / READY_MARKER).write_text("")
 
 
 def ensure_environment(spec: EnvironmentSpec, options: EnvironmentOptions = EnvironmentOptions()) -> Environment:
     """The environment of `spec`, built first if the cache does not hold it yet.
-    Raises EnvironmentBuildError when the build fails (nothing half-built is left behind)."""
+    Raises EnvironmentBuildError when the build fails (nothing half-built is left behind) or the
+    spec says it cannot be built here (`unsupported`)."""
+    if spec.unsupported:
+        raise EnvironmentBuildError(f"not supported here: {spec.unsupported}")
     root = options.root()
     key = spec.key(options.index_url)
     env = Environment(root / key, key)
@@ -121,3 +213,14 @@ def ensure_environment(spec: EnvironmentSpec, options: EnvironmentOptions = Envi
             shutil.rmtree(env.path, ignore_errors=True)
             raise
     return env
+
+
+def make_overlay(env: Environment, dest: Path, timeout_s: float = 120.0) -> Environment:
+    """A virtualenv at `dest` (which must not exist) layered over `env`: it imports everything of
+    `env` and installs into itself (see the module docstring)."""
+    _run([env.base_interpreter(), "-m", "venv", "--without-pip", str(dest)], timeout_s)
+    overlay = Environment(dest, env.key)
+    # A .pth line that starts with "import" runs at startup: addsitedir also reads env's own .pth files.
+    (overlay.site_packages() / "_swe_rl_jax_base.pth").write_text(
+        f"import site; site.addsitedir({str(env.site_packages())!r})\n")
+    return overlay

@@ -1,16 +1,20 @@
 """Evaluating predictions: per instance a report in the SWE-bench harness's shape, and a summary.
 
 Per prediction (in parallel, at most `workers` at a time; each instance is independent, and any
-failure of one, a crash included, becomes that instance's error, never the run's):
-fresh worktree at `base_commit` → model patch (`git apply`, else `patch --fuzz`) → test patch →
-the FAIL_TO_PASS and PASS_TO_PASS tests in the sandbox. Resolved = every one of those tests
-PASSED (or XFAIL), as in SWE-bench; a test the log does not name counts as failed.
+failure of one, a crash included, becomes that instance's error, never the run's): the
+instance's spec (specs.py; the default adds the repository's declared dependencies, defaults.py),
+its environment, then one test run (runner.py: model patch, reset of the test infrastructure,
+test patch, install steps, tests), graded as the official harness grades (grading.py).
 
-Record: `instance_id`, `patch_exists`, `patch_applied`, `apply_method`, `resolved`, `error`
-(a kind from ERROR_KINDS, or null), `message`, `tests_status` ({"FAIL_TO_PASS" / "PASS_TO_PASS":
-{"success": [...], "failure": [...]}}), `test_statuses` (id → status as the log says), `seconds`,
-`environment` (its cache key). Summary: counts, `pct_applied` / `pct_resolved` over the evaluated
-predictions, errors and apply methods by kind, the isolation mode.
+Record: `instance_id`, `patch_exists`, `patch_applied`, `apply_method`, `resolved`,
+`resolution_status` (FULL / PARTIAL / NO), `error` (a kind from ERROR_KINDS, or null), `message`,
+`tests_status` ({"FAIL_TO_PASS" / "PASS_TO_PASS": {"success": [...], "failure": [...]}}),
+`test_statuses` (id → status as the log says), `reset_files`, `seconds`, `environment` (its cache
+key), `log` (the end of the test command's output; `write_report` puts it in `logs/<id>.log`).
+Summary: counts, `pct_applied` / `pct_resolved` over the evaluated predictions, `resolution`
+counts, errors and apply methods by kind, the isolation mode, and
+`environment_failure`: the reason when every instance failed for the environment's sake
+(ENVIRONMENT_ERRORS), else null.
 """
 from __future__ import annotations
 
@@ -28,17 +32,20 @@ from typing import Any, Mapping, Optional, Sequence
 from swe_rl_jax.config import require
 from swe_rl_jax.data.records import iter_jsonl
 from swe_rl_jax.data.sources import GitError, GitRepo, InputError, Instance, RepoLocator
+from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import EnvironmentBuildError, EnvironmentOptions, ensure_environment
+from swe_rl_jax.harness.grading import NO, RESOLUTION_STATUSES, FULL, resolution_status, tests_status
 from swe_rl_jax.harness.runner import TestRun, run_tests
 from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, isolation_mode
 from swe_rl_jax.harness.specs import RepoSpec, spec_for
-from swe_rl_jax.harness.testlog import SUCCESS
 
 log = logging.getLogger(__name__)
 
 ERROR_KINDS = ("unknown_instance", "no_tests", "empty_patch", "malformed_patch", "invalid_path", "does_not_apply",
                "test_patch_failed", "missing_repository", "missing_base_commit", "checkout_failed",
-               "env_build_failed", "timeout", "no_test_results", "internal_error")
+               "env_build_failed", "install_failed", "timeout", "no_test_results", "internal_error")
+# Errors that say the environment, not the patch, kept the tests from running.
+ENVIRONMENT_ERRORS = frozenset({"env_build_failed", "install_failed", "no_test_results"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,16 +77,10 @@ def load_predictions(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def tests_status(instance: Instance, statuses: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
-    return {name: {"success": [t for t in tests if statuses.get(t) in SUCCESS],
-                   "failure": [t for t in tests if statuses.get(t) not in SUCCESS]}
-            for name, tests in (("FAIL_TO_PASS", instance.fail_to_pass), ("PASS_TO_PASS", instance.pass_to_pass))}
-
-
 def _record(instance_id: str, patch: str, **fields: Any) -> dict[str, Any]:
     record = {"instance_id": instance_id, "patch_exists": bool(patch.strip()), "patch_applied": False,
-              "apply_method": None, "resolved": False, "error": None, "message": "", "tests_status": {},
-              "test_statuses": {}, "seconds": 0.0, "environment": None}
+              "apply_method": None, "resolved": False, "resolution_status": NO, "error": None, "message": "",
+              "tests_status": {}, "test_statuses": {}, "reset_files": [], "seconds": 0.0, "environment": None}
     record.update(fields)
     return record
 
@@ -87,8 +88,7 @@ def _record(instance_id: str, patch: str, **fields: Any) -> dict[str, Any]:
 def _run_error(run: TestRun) -> Optional[str]:
     """The report's error kind for a test run (None when the tests ran)."""
     if run.error == "patch_failed":
-        failed = run.applied[-1]
-        return failed.error if len(run.applied) == 1 else "test_patch_failed"
+        return run.applied[-1].error
     return run.error or None
 
 
@@ -111,32 +111,50 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
     except GitError as e:
         return _record(instance.instance_id, model_patch, error="missing_repository", message=str(e))
     try:
+        spec = resolve_spec(spec, repo_dir, instance.base_commit)
         env = ensure_environment(spec.environment, options.env)
     except EnvironmentBuildError as e:
         return _record(instance.instance_id, model_patch, error="env_build_failed", message=str(e))
-    patches = [model_patch] + ([instance.test_patch] if instance.test_patch.strip() else [])
-    run = run_tests(repo_dir, instance.base_commit, patches, instance.fail_to_pass + instance.pass_to_pass, env,
-                    spec, limits=options.limits, isolation=isolation,
+    run = run_tests(repo_dir, instance.base_commit, model_patch, instance.fail_to_pass + instance.pass_to_pass, env,
+                    spec, test_patch=instance.test_patch, limits=options.limits,
+                    install_timeout_s=options.env.build_timeout_s, isolation=isolation,
                     work_dir=Path(options.work_dir) if options.work_dir else None, keep=options.keep_worktrees)
-    status = tests_status(instance, run.statuses)
+    status = tests_status(instance.fail_to_pass, instance.pass_to_pass, run.statuses)
+    resolution = resolution_status(status) if not run.error else NO
     applied = bool(run.applied) and run.applied[0].applied
-    resolved = not run.error and not status["FAIL_TO_PASS"]["failure"] and not status["PASS_TO_PASS"]["failure"]
     return _record(instance.instance_id, model_patch, patch_applied=applied,
-                   apply_method=run.applied[0].method if applied else None, resolved=resolved,
-                   error=_run_error(run), message=run.message, tests_status=status if run.statuses else {},
-                   test_statuses=run.statuses, seconds=time.perf_counter() - start, environment=env.key)
+                   apply_method=run.applied[0].method if applied else None, resolved=resolution == FULL,
+                   resolution_status=resolution, error=_run_error(run), message=run.message,
+                   tests_status=status if run.statuses else {}, test_statuses=run.statuses,
+                   reset_files=list(run.reset_files), seconds=time.perf_counter() - start, environment=env.key,
+                   log=run.log or run.message)
+
+
+def environment_failure(records: Sequence[Mapping[str, Any]]) -> Optional[str]:
+    """One line naming the cause when every record failed for the environment's sake (an
+    environment that did not build, install steps that failed, tests that printed no results),
+    else None: such a run measured nothing about the patches."""
+    if not records or any(r["error"] not in ENVIRONMENT_ERRORS for r in records):
+        return None
+    kinds = collections.Counter(r["error"] for r in records)
+    first = next(r for r in records if r["error"] == kinds.most_common(1)[0][0])
+    message = " ".join(str(first["message"]).split())[:300]
+    counts = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
+    return f"every instance failed for the environment's sake ({counts}); e.g. {first['instance_id']}: {message}"
 
 
 def summarize(records: Sequence[Mapping[str, Any]], isolation: str) -> dict[str, Any]:
     n = len(records)
     applied = sum(r["patch_applied"] for r in records)
     resolved = sum(r["resolved"] for r in records)
+    resolution = collections.Counter(r["resolution_status"] for r in records)
     return {"instances": n, "applied": applied, "resolved": resolved,
             "pct_applied": 100.0 * applied / n if n else 0.0, "pct_resolved": 100.0 * resolved / n if n else 0.0,
+            "resolution": {s: resolution.get(s, 0) for s in RESOLUTION_STATUSES},
             "errors": dict(sorted(collections.Counter(r["error"] for r in records if r["error"]).items())),
             "apply_methods": dict(sorted(collections.Counter(r["apply_method"] for r in records
                                                              if r["apply_method"]).items())),
-            "isolation": isolation}
+            "isolation": isolation, "environment_failure": environment_failure(records)}
 
 
 def evaluate_predictions(predictions: Sequence[Mapping[str, Any]], instances: Sequence[Instance],
@@ -171,8 +189,16 @@ def evaluate_predictions(predictions: Sequence[Mapping[str, Any]], instances: Se
 
 
 def write_report(report: Mapping[str, Any], out_dir: str | Path) -> Path:
+    """`out_dir/report.json`, and each record's test output (`log`) as `out_dir/logs/<instance_id>.log`
+    instead of inside the report."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    records = []
+    for record in report["records"]:
+        if record.get("log"):
+            (out / "logs" / f"{record['instance_id'].replace('/', '__')}.log").write_text(record["log"],
+                                                                                          encoding="utf-8")
+        records.append({k: v for k, v in record.items() if k != "log"})
     path = out / "report.json"
-    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(json.dumps({**report, "records": records}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path

@@ -1,14 +1,33 @@
-"""One test run: fresh worktree at a commit → patches applied in order → tests in the sandbox →
-per-test statuses. The building block of `evaluate` and of the `tests_pass` reward.
+"""One test run, in the official SWE-bench order: fresh worktree at a commit -> model patch -> the
+test infrastructure the model patch touched reset to the commit -> test patch -> install steps ->
+tests in the sandbox -> per-test statuses. The building block of `evaluate`, the `tests_pass`
+reward and `synthesize`.
 
     env = ensure_environment(spec.environment, EnvironmentOptions(cache_dir=...))
-    run = run_tests(repo_dir, base_commit, [model_patch, test_patch], fail_to_pass + pass_to_pass, env, spec)
+    run = run_tests(repo_dir, base_commit, model_patch, fail_to_pass + pass_to_pass, env, spec,
+                    test_patch=test_patch)
     run.statuses   # {"tests/test_x.py::test_y": "PASSED", ...}
 
+The reset (integrity.py) puts back what SWE-bench resets (the test patch's files) and what a
+patch could use to pass failing tests without fixing anything (conftest.py, test modules,
+pytest's configuration): each file the model patch touched among those is restored from the
+commit, or removed when the commit does not have it. `reset_files` lists them.
+
+Install steps (`pre_install` commands, then `install`) run in the sandbox, in the worktree, with
+the test run's limits except time (`install_timeout_s`: building compiled extensions takes
+longer than most test runs) and no network (pip is told `PIP_NO_INDEX`, and runs without build
+isolation: build dependencies come from the environment). `install` gets an overlay of the environment
+(environments.make_overlay) first, so what it installs stays in this run.
+
+The test command's output is parsed as the spec's `log_format` (logformats.py). A log that names
+tests while the command failed (non-zero exit) yet names no failed, erroring or unexpectedly
+passing test does not describe the run (the check of the official grading): `no_test_results`.
+
 Layout of one run, under a fresh directory in `work_dir` (deleted afterwards unless `keep`):
-`patch-<i>.diff` (patches, applied by the harness before the tests start) and `sandbox/` with
-`worktree/` (the checkout, the tests' working directory), `home/` (HOME) and `tmp/` (TMPDIR): the
-only place the tests may write in namespaces mode (sandbox.py).
+`model.diff` and `test.diff` (applied by the harness before the tests start) and `sandbox/` with
+`worktree/` (the checkout, the tests' working directory), `home/` (HOME), `tmp/` (TMPDIR) and
+`venv/` (the overlay, when there is an install step): the only place the tests may write in
+namespaces mode (sandbox.py).
 """
 from __future__ import annotations
 
@@ -18,47 +37,129 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
+from swe_rl_jax.data.patches import PatchError, parse_patch
+from swe_rl_jax.data.sample import run_isolated_git
 from swe_rl_jax.harness.checkout import CheckoutError, checkout
-from swe_rl_jax.harness.environments import Environment
+from swe_rl_jax.harness.directives import patch_files, test_command
+from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, make_overlay
+from swe_rl_jax.harness.integrity import is_config_file, paths_to_reset, pytest_section
+from swe_rl_jax.harness.logformats import parse_log
 from swe_rl_jax.harness.patching import ApplyResult, apply_patch
-from swe_rl_jax.harness.sandbox import Limits, prepare_sandbox, run_isolated
+from swe_rl_jax.harness.sandbox import Limits, ProcessResult, prepare_sandbox, run_isolated
 from swe_rl_jax.harness.specs import RepoSpec
-from swe_rl_jax.harness.testlog import parse_pytest_summary
+from swe_rl_jax.harness.testlog import FAILURE
+from swe_rl_jax.paths import unsafe_path_reason
 
 _LOG_TAIL_CHARS = 20000
 _BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
+# The install steps' pip: packages from the environment only (no index: there is no network in the
+# sandbox), no build isolation (it would fetch the build backend). pip reads "0" in
+# PIP_NO_BUILD_ISOLATION as "no build isolation" (its environment variables set the option's
+# destination, `build_isolation`), and PIP_CONFIG_FILE=/dev/null drops the host's pip.conf.
+_INSTALL_ENV = {"PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0", "PIP_CONFIG_FILE": "/dev/null",
+                "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
 
 
 @dataclasses.dataclass(frozen=True)
 class TestRun:
-    statuses: dict[str, str]  # test id → status, for every test the summary names
-    applied: tuple[ApplyResult, ...]  # one per patch tried, in order (a failed one is the last)
-    error: str = ""  # "" | "checkout_failed" | "patch_failed" | "timeout" | "no_test_results"
+    statuses: dict[str, str]  # test id -> status, for every test the log names
+    applied: tuple[ApplyResult, ...]  # one per patch tried, model patch first (a failed one is the last)
+    # "" | "checkout_failed" | "patch_failed" (the model patch) | "test_patch_failed" | "install_failed"
+    # | "timeout" | "no_test_results"
+    error: str = ""
     message: str = ""
     seconds: float = 0.0
     isolation: str = ""
     log: str = ""  # the end of the test command's output
+    reset_files: tuple[str, ...] = ()  # files of the model patch put back to the commit (integrity.py)
 
     __test__ = False  # not a pytest test class, whatever its name
 
 
-def _test_env(env: Environment, spec: RepoSpec, sandbox: Path, worktree: Path) -> dict[str, str]:
-    """The whole environment of the test command: nothing is inherited from the caller."""
+def _test_env(envs: Sequence[Environment], spec: RepoSpec, sandbox: Path, worktree: Path) -> dict[str, str]:
+    """The whole environment of the install and test commands: nothing is inherited from the caller."""
     roots = [str(worktree)] + [str(worktree / p) for p in spec.pythonpath]
     return {
-        "PATH": f"{env.bin_dir}:{_BASE_PATH}", "VIRTUAL_ENV": str(env.path),
+        "PATH": ":".join([*(str(e.bin_dir) for e in envs), _BASE_PATH]), "VIRTUAL_ENV": str(envs[0].path),
         "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"),
         "PYTHONPATH": ":".join(roots), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "COLUMNS": "240",
+        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "COLUMNS": "80", **dict(spec.env),
     }
 
 
-def run_tests(repo_dir: Path, commit: str, patches: Sequence[str], test_ids: Sequence[str], env: Environment,
-              spec: RepoSpec = RepoSpec(), *, limits: Limits = Limits(), isolation: str = "none",
+def _patched_paths(patch: str) -> list[str]:
+    try:
+        return list(dict.fromkeys(p for c in parse_patch(patch) for p in (c.old_path, c.new_path) if p is not None))
+    except PatchError:
+        return []
+
+
+def reset_test_infrastructure(worktree: Path, commit: str, model_patch: str, test_files: Sequence[str]) -> list[str]:
+    """Puts the files of `model_patch` that are test infrastructure (integrity.py; `test_files`:
+    the test patch's and the test ids' files) back to `commit`; returns them."""
+    patched = _patched_paths(model_patch)
+    reset = paths_to_reset(patched, test_files)
+    for path in (p for p in patched if is_config_file(p) and p not in reset):
+        base = _show(worktree, commit, path)
+        now = (worktree / path).read_text(encoding="utf-8", errors="replace") if (worktree / path).is_file() else None
+        if pytest_section(path, base) != pytest_section(path, now):
+            reset.append(path)
+    at_commit = set(run_isolated_git(worktree, "ls-tree", "-r", "-z", "--name-only", commit, "--", *reset).split("\0")
+                    if reset else [])
+    for path in reset:
+        target = worktree / path
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        if path in at_commit:
+            run_isolated_git(worktree, "checkout", commit, "--", path)
+    if reset:
+        run_isolated_git(worktree, "reset", "-q")  # the checkout staged them; the index is the commit's again
+    return reset
+
+
+def _show(worktree: Path, commit: str, path: str) -> Optional[str]:
+    try:
+        return run_isolated_git(worktree, "show", f"{commit}:{path}")
+    except RuntimeError:
+        return None
+
+
+def _install(spec: RepoSpec, env: Environment, sandbox: Path, worktree: Path, limits: Limits,
+             isolation: str) -> tuple[list[Environment], Optional[str]]:
+    """Makes the overlay (for an `install` step), hands the sandbox to its user and runs the
+    install steps; returns the environments of the tests (overlay first) and the failure, if any."""
+    envs = [env]
+    if spec.install:
+        try:
+            envs = [make_overlay(env, sandbox / "venv"), env]
+        except EnvironmentBuildError as e:
+            return envs, f"the overlay environment: {e}"
+    prepare_sandbox(sandbox, isolation)
+    for step in [*spec.pre_install, *([spec.install] if spec.install else [])]:
+        result = _in_sandbox(["sh", "-c", step], envs, spec, sandbox, worktree, limits, isolation, _INSTALL_ENV)
+        if result.timed_out or result.returncode != 0:
+            why = "timed out" if result.timed_out else f"exited {result.returncode}"
+            return envs, f"{step!r} {why}: {result.output[-1500:]}"
+    return envs, None
+
+
+def _in_sandbox(cmd: list[str], envs: Sequence[Environment], spec: RepoSpec, sandbox: Path, worktree: Path,
+                limits: Limits, isolation: str, extra_env: Optional[dict[str, str]] = None) -> ProcessResult:
+    env = {**_test_env(envs, spec, sandbox, worktree), **(extra_env or {})}
+    reachable = [p for e in envs for p in (e.python, e.path)]
+    return run_isolated(cmd, cwd=worktree, sandbox_dir=sandbox, env=env, limits=limits, isolation=isolation,
+                        reachable=reachable)
+
+
+def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[str], env: Environment,
+              spec: RepoSpec = RepoSpec(), *, test_patch: str = "", limits: Limits = Limits(),
+              install_timeout_s: float = EnvironmentOptions.build_timeout_s, isolation: str = "none",
               work_dir: Optional[Path] = None, keep: bool = False) -> TestRun:
-    """Checks out `commit` of `repo_dir`, applies `patches` in order (stopping at the first that
-    does not apply), runs the spec's test command on the test files of `test_ids` under `limits`
-    and `isolation` (`sandbox.isolation_mode` picks one), and returns the statuses."""
+    """Checks out `commit` of `repo_dir`, applies `model_patch` ("" = none), resets the test
+    infrastructure it touched, applies `test_patch` ("" = none), runs the install steps and the
+    spec's test command with its directives (directives.py: the test patch's files, else the
+    files of `test_ids`) under `limits` and `isolation` (`sandbox.isolation_mode` picks one), and
+    returns the statuses."""
     if work_dir is not None:
         Path(work_dir).mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="run-", dir=work_dir))
@@ -71,25 +172,43 @@ def run_tests(repo_dir: Path, commit: str, patches: Sequence[str], test_ids: Seq
         except CheckoutError as e:
             return TestRun({}, (), "checkout_failed", str(e))
         applied: list[ApplyResult] = []
-        for i, patch in enumerate(patches):
-            applied.append(apply_patch(worktree, patch, scratch / f"patch-{i}.diff"))
+        reset: list[str] = []
+        if model_patch.strip():
+            applied.append(apply_patch(worktree, model_patch, scratch / "model.diff"))
             if not applied[-1].applied:
-                return TestRun({}, tuple(applied), "patch_failed", f"patch {i}: {applied[-1].message}")
+                return TestRun({}, tuple(applied), "patch_failed", applied[-1].message)
+            test_files = (patch_files(test_patch) if test_patch.strip() else []) + [t.split("::", 1)[0]
+                                                                                     for t in test_ids]
+            reset = reset_test_infrastructure(worktree, commit, model_patch, test_files)
+        if test_patch.strip():
+            applied.append(apply_patch(worktree, test_patch, scratch / "test.diff"))
+            if not applied[-1].applied:
+                return TestRun({}, tuple(applied), "test_patch_failed", f"test patch: {applied[-1].message}",
+                               reset_files=tuple(reset))
         for name in ("home", "tmp"):
             (sandbox / name).mkdir()
-        prepare_sandbox(sandbox, isolation)
-        result = run_isolated(spec.command(test_ids), cwd=worktree, sandbox_dir=sandbox,
-                              env=_test_env(env, spec, sandbox, worktree), limits=limits, isolation=isolation,
-                              reachable=[env.python, env.path])
-        statuses = parse_pytest_summary(result.output)
+        install_limits = dataclasses.replace(limits, timeout_s=max(limits.timeout_s, install_timeout_s))
+        envs, install_error = _install(spec, env, sandbox, worktree, install_limits, isolation)
+        if install_error is not None:
+            return TestRun({}, tuple(applied), "install_failed", install_error, isolation=isolation,
+                           reset_files=tuple(reset))
+        command = test_command(spec.test_cmd, spec.directives, test_patch, test_ids,
+                               lambda path: unsafe_path_reason(path, worktree) is None and (worktree / path).is_file())
+        result = _in_sandbox(command, envs, spec, sandbox, worktree, limits, isolation)
+        statuses = parse_log(spec.log_format, result.output)
         error, message = "", ""
         if result.timed_out:
             error, message = "timeout", f"the tests ran past {limits.timeout_s} s and were killed"
         elif not statuses:
             error = "no_test_results"
-            message = f"exit status {result.returncode}, no pytest -rA summary; output ends: {result.output[-300:]}"
+            message = (f"exit status {result.returncode}, no test statuses in the {spec.log_format} log; "
+                       f"output ends: {result.output[-300:]}")
+        elif result.returncode != 0 and not FAILURE & set(statuses.values()):
+            error = "no_test_results"
+            message = (f"exit status {result.returncode}, yet the log names no failing test: it does not "
+                       f"describe the run; output ends: {result.output[-300:]}")
         return TestRun(statuses, tuple(applied), error, message, result.seconds, isolation,
-                       result.output[-_LOG_TAIL_CHARS:])
+                       result.output[-_LOG_TAIL_CHARS:], tuple(reset))
     finally:
         if not keep:
             shutil.rmtree(scratch, ignore_errors=True)

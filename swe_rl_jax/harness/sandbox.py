@@ -8,8 +8,9 @@ Two isolation modes, chosen once per process by `isolation_mode("auto")`:
   loopback device, so nothing outside the sandbox is reachable (loopback is brought up when `ip`
   exists, for tests that talk to a local server). In the mount namespace the root filesystem is
   remounted read-only and only the sandbox directory (worktree, HOME, TMPDIR) stays writable;
-  `/dev/shm` gets a private tmpfs. The command then drops to user `nobody` with no capabilities
-  (`setpriv`), so it cannot undo those mounts. It is PID 1 of its namespace: when it dies or is
+  `/dev/shm` gets a private tmpfs; a cgroup-v1 cpu controller (`/sys/fs/cgroup/cpu`) is hidden
+  under an empty tmpfs, as in a cgroup-v2 container. The command then drops to user `nobody`
+  with no capabilities (`setpriv`), so it cannot undo those mounts. It is PID 1 of its namespace: when it dies or is
   killed, the kernel kills every process it left behind, even ones that left its process group.
 - `none` (anything else, e.g. not root): a plain child process in its own session, with HOME and
   TMPDIR in the sandbox and the same resource limits; it can reach the network and write wherever
@@ -46,7 +47,11 @@ _MAX_OUTPUT_CHARS = 4 << 20  # what is kept of a run's output (its end: pytest's
 # pass through but may not (say /root, holding the interpreter) opened with `chmod o+x` inside an
 # overlay of the topmost such directory, whose upper layer is in that tmpfs (the real directories
 # are not changed: whatever is written through an overlay lands in the tmpfs); the sandbox a mount
-# of its own (so it stays writable); everything else read-only; then the drop to nobody.
+# of its own (so it stays writable); everything else read-only; a cgroup-v1 cpu controller hidden
+# (as in a cgroup-v2 container: tools that divide its cpu.shares by 1024, pylint's job count, would
+# see one CPU where the machine has more); the working directory entered again
+# (the one inherited from before the bind mount lies on the read-only mount below it); then the drop
+# to nobody.
 _NAMESPACE_SCRIPT = """set -e
 sandbox="$1"; roots="$2"; shift 2
 mount -t tmpfs -o size=256m,mode=1777 tmpfs /dev/shm
@@ -59,8 +64,10 @@ done
 closed="$1"; shift
 i=0
 while [ "$i" -lt "$closed" ]; do i=$((i + 1)); chmod o+x "$1"; shift; done
+if [ -f /sys/fs/cgroup/cpu/cpu.shares ]; then mount -t tmpfs -o size=4k,mode=555 tmpfs /sys/fs/cgroup/cpu; fi
 mount --bind "$sandbox" "$sandbox"
 mount -o remount,bind,ro /
+cd "$(pwd)"
 if command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null || true; fi
 exec setpriv --reuid={uid} --regid={uid} --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs -- "$@"
 """

@@ -1,34 +1,64 @@
-"""What an instance's tests need: the packages of its environment and the command that runs them.
+"""What an instance's tests need: the environment, the install steps, the test command, how its log
+reads and which tests it names.
 
-A spec file is a JSON (or YAML) object from a key to a spec; an instance takes the first key that exists of
-`"<owner/name>@<version>"`, `"<owner/name>"`, `"*"`, and its own `requirements` / `test_cmd`
-fields (instance set) override the spec's:
+A spec file is a JSON (or YAML) object from a key to a spec. The spec of an instance is, first
+found: the user's `"<owner/name>@<version>"`, the user's `"<owner/name>"`, the built-in table's
+`"<owner/name>@<version>"` and `"<owner/name>"` (`spec_table.json` beside this module), the
+user's `"*"`; else the default (`infer_requirements`: defaults.py gives it pytest and the
+repository's declared dependencies). The instance's own `requirements` / `test_cmd` fields
+override the spec's.
 
-    {"quillsoft/configlet": {"requirements": ["pytest==8.4.2", "pluggy==1.6.0"],
-                             "test_cmd": "python -m pytest -rA -p no:cacheprovider"}}
+    {"django/django@3.0": {"python": "python3.6", "requirements": ["asgiref==3.2.10", ...],
+                           "install": "python -m pip install --no-build-isolation --no-deps -e .",
+                           "test_cmd": "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1",
+                           "log_format": "django", "directives": "django_labels", "env": {"LANG": "en_US.UTF-8"}}}
 
-`requirements` are pip requirement strings (pin every package, dependencies included, for an
-environment that does not drift); `test_cmd` is split like a shell line and gets the test files
-of the instance's FAIL_TO_PASS and PASS_TO_PASS ids appended. Its output must hold pytest's
-`-rA` summary (testlog.py reads it). The repository itself is not installed: the tests import it
-from the worktree (`PYTHONPATH` = the worktree root plus the spec's `pythonpath` entries, e.g.
-`["src"]` for a src layout), so one environment serves every commit of a repository.
+Keys (every one optional; any other key is an error):
+- `python`: the interpreter that creates the environment, e.g. "python3.9" ("" = this process's);
+  found on PATH (not through pyenv's shims), else among pyenv's installed versions.
+- `requirements`: pip requirement strings installed into the cached environment (pin every
+  package, dependencies included, for an environment that does not drift).
+- `pre_install`: shell commands run in the worktree, in the sandbox, before `install` (after the
+  patches).
+- `install`: one shell command that installs the repository into the run's own overlay of the
+  environment, e.g. "python -m pip install --no-build-isolation --no-deps -e ." ("" = none: the
+  tests import the worktree through PYTHONPATH). It runs in the sandbox without network: build
+  dependencies (setuptools, wheel, cython, ...) belong in `requirements`; the environment gets
+  a pip of its own for it (`EnvironmentSpec.own_pip`).
+- `test_cmd`: split like a shell line; the test directives are appended.
+- `log_format`: how the test command's output reads, one of LOG_FORMATS: "pytest" (the `-rA`
+  short summary; the default), "pytest_verbose" (`-v` lines with the status at the end, colored
+  or not), "django" (django's `runtests.py --verbosity 2`), "sympy" (sympy's `bin/test`).
+- `directives`: what is appended to `test_cmd`, one of DIRECTIVE_KINDS: "test_files" (the test
+  patch's files; the default), "django_labels" (the test patch's files as dotted module labels
+  for `tests/runtests.py`: `tests/foo/test_bar.py` -> `foo.test_bar`), "sympy_files" (the test
+  patch's files, for `bin/test`). Without a test patch, the files of the instance's test ids.
+- `pythonpath`: worktree-relative import roots besides the worktree itself (e.g. ["src"]).
+- `env`: extra environment variables of the install and test commands, e.g. {"LANG": "en_US.UTF-8"}.
+- `unsupported`: why the repository (at that version) cannot run here, e.g. "its clone exceeds
+  what this machine can fetch"; its instances then end as `env_build_failed` with that reason,
+  and nothing is built.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
-import shlex
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping
 
 from swe_rl_jax.config import read_yaml
 from swe_rl_jax.data.sources import InputError, Instance
+from swe_rl_jax.harness.logformats import PARSERS
 
 DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider --tb=short"
-_SPEC_KEYS = ("requirements", "test_cmd", "pythonpath", "python")
+LOG_FORMATS = tuple(PARSERS)  # "pytest", "pytest_verbose", "django", "sympy"
+DIRECTIVE_KINDS = ("test_files", "django_labels", "sympy_files")
+SPEC_KEYS = ("python", "requirements", "pre_install", "install", "test_cmd", "log_format", "directives",
+             "pythonpath", "env", "unsupported")
+BUILTIN_TABLE = Path(__file__).with_name("spec_table.json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,14 +67,20 @@ class EnvironmentSpec:
 
     requirements: tuple[str, ...] = ()
     python: str = ""
+    own_pip: bool = False  # a pip inside the environment (what an install step runs)
+    # The repository's runtime dependencies at an instance's base commit (defaults.resolve_spec),
+    # installed over `requirements`: pip changes only what they do not already satisfy.
+    declared: tuple[str, ...] = ()
+    unsupported: str = ""  # why it cannot be built here ("" = it can); not part of the key: never built
 
     def interpreter(self) -> str:
         return self.python or sys.executable
 
     def key(self, index_url: str = "") -> str:
         """Content key of the environment: what goes into it, so equal specs share one."""
-        data = json.dumps([self.interpreter(), list(self.requirements), index_url])
-        return hashlib.sha256(data.encode()).hexdigest()[:16]
+        parts: list = [self.interpreter(), list(self.requirements), index_url] + (["own_pip"] if self.own_pip else [])
+        parts += [["declared", list(self.declared)]] if self.declared else []
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,29 +88,52 @@ class RepoSpec:
     environment: EnvironmentSpec = EnvironmentSpec()
     test_cmd: str = DEFAULT_TEST_CMD
     pythonpath: tuple[str, ...] = ()  # worktree-relative import roots besides the worktree itself
+    pre_install: tuple[str, ...] = ()
+    install: str = ""
+    log_format: str = "pytest"
+    directives: str = "test_files"
+    env: tuple[tuple[str, str], ...] = ()  # extra environment variables, sorted by name
+    # No table names the repository: its environment gets the default test runner and the
+    # repository's declared dependencies (defaults.py), found at the instance's base commit.
+    infer_requirements: bool = False
 
-    def command(self, test_ids: Sequence[str]) -> list[str]:
-        """The test command with the instance's test files appended (each once, in first-seen order)."""
-        files = dict.fromkeys(test_id.split("::", 1)[0] for test_id in test_ids)
-        return shlex.split(self.test_cmd) + list(files)
+
+def _strings(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where}: {key!r} must be a list of strings")
+    return tuple(value)
 
 
-def _spec_from_dict(data: Any, where: str) -> RepoSpec:
+def _string(data: Mapping[str, Any], key: str, where: str, choices: tuple[str, ...] = ()) -> str:
+    value = data.get(key, "")
+    if not isinstance(value, str):
+        raise InputError(f"{where}: {key!r} must be a string")
+    if choices and value and value not in choices:
+        raise InputError(f"{where}: {key!r} must be one of {list(choices)}, not {value!r}")
+    return value
+
+
+def spec_from_dict(data: Any, where: str) -> RepoSpec:
+    """A spec-file entry (see the module docstring); a bad one is an InputError naming `where`."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: a spec must be a JSON object")
-    unknown = sorted(set(data) - set(_SPEC_KEYS))
+    unknown = sorted(set(data) - set(SPEC_KEYS))
     if unknown:
-        raise InputError(f"{where}: unknown spec key(s) {unknown}; known: {list(_SPEC_KEYS)}")
-    reqs = data.get("requirements", [])
-    paths = data.get("pythonpath", [])
-    if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
-        raise InputError(f"{where}: 'requirements' must be a list of strings")
-    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-        raise InputError(f"{where}: 'pythonpath' must be a list of strings")
-    if not isinstance(data.get("test_cmd", ""), str) or not isinstance(data.get("python", ""), str):
-        raise InputError(f"{where}: 'test_cmd' and 'python' must be strings")
-    return RepoSpec(EnvironmentSpec(tuple(reqs), data.get("python", "")),
-                    data.get("test_cmd") or DEFAULT_TEST_CMD, tuple(paths))
+        raise InputError(f"{where}: unknown spec key(s) {unknown}; known: {list(SPEC_KEYS)}")
+    env = data.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise InputError(f"{where}: 'env' must be an object of strings")
+    install = _string(data, "install", where)
+    return RepoSpec(EnvironmentSpec(_strings(data, "requirements", where), _string(data, "python", where),
+                                    own_pip=bool(install), unsupported=_string(data, "unsupported", where)),
+                    test_cmd=_string(data, "test_cmd", where) or DEFAULT_TEST_CMD,
+                    pythonpath=_strings(data, "pythonpath", where),
+                    pre_install=_strings(data, "pre_install", where),
+                    install=install,
+                    log_format=_string(data, "log_format", where, LOG_FORMATS) or "pytest",
+                    directives=_string(data, "directives", where, DIRECTIVE_KINDS) or "test_files",
+                    env=tuple(sorted(env.items())))
 
 
 def load_specs(path: str | Path | None) -> dict[str, RepoSpec]:
@@ -82,23 +141,35 @@ def load_specs(path: str | Path | None) -> dict[str, RepoSpec]:
     malformed file is a ConfigError, a bad spec an InputError, each naming the file."""
     if not path:
         return {}
-    return {key: _spec_from_dict(value, f"{path}: {key!r}") for key, value in read_yaml(path).items()}
+    return {key: spec_from_dict(value, f"{path}: {key!r}") for key, value in read_yaml(path).items()}
 
 
-def repo_spec(repo: str, specs: Mapping[str, RepoSpec], version: str = "") -> RepoSpec:
-    """The most specific spec-file entry of a repository (`repo@version`, `repo`, `*`), else the default."""
-    for key in (f"{repo}@{version}", repo, "*"):
-        if key in specs:
-            return specs[key]
-    return RepoSpec()
+@functools.lru_cache(maxsize=1)
+def builtin_specs() -> Mapping[str, RepoSpec]:
+    """The built-in table (`spec_table.json`: SWE-bench repositories that run without Docker)."""
+    return load_specs(BUILTIN_TABLE) if BUILTIN_TABLE.is_file() else {}
 
 
-def spec_for(instance: Instance, specs: Mapping[str, RepoSpec]) -> RepoSpec:
-    """The instance's spec: the most specific spec-file entry, then the instance's own fields."""
-    spec = repo_spec(instance.repo, specs, instance.version)
+def repo_spec(repo: str, specs: Mapping[str, RepoSpec], version: str = "",
+              builtin: Mapping[str, RepoSpec] | None = None) -> RepoSpec:
+    """The spec of `repo` at `version`: the user's `repo@version` / `repo`, the built-in table's
+    `repo@version` / `repo`, the user's `*`, else the default (`builtin` defaults to the table)."""
+    table = builtin_specs() if builtin is None else builtin
+    for source, key in ((specs, f"{repo}@{version}"), (specs, repo), (table, f"{repo}@{version}"), (table, repo),
+                        (specs, "*")):
+        if key in source:
+            return source[key]
+    return RepoSpec(infer_requirements=True)
+
+
+def spec_for(instance: Instance, specs: Mapping[str, RepoSpec],
+             builtin: Mapping[str, RepoSpec] | None = None) -> RepoSpec:
+    """The instance's spec: the most specific table entry, then the instance's own fields."""
+    spec = repo_spec(instance.repo, specs, instance.version, builtin)
     if instance.requirements:
         spec = dataclasses.replace(spec, environment=dataclasses.replace(spec.environment,
-                                                                          requirements=instance.requirements))
+                                                                          requirements=instance.requirements),
+                                   infer_requirements=False)
     if instance.test_cmd:
         spec = dataclasses.replace(spec, test_cmd=instance.test_cmd)
     return spec
@@ -106,9 +177,12 @@ def spec_for(instance: Instance, specs: Mapping[str, RepoSpec]) -> RepoSpec:
 
 def spec_to_dict(spec: RepoSpec) -> dict[str, Any]:
     """The spec-file form of `spec` (what `load_specs` reads back to an equal spec)."""
+    default = RepoSpec()
     data: dict[str, Any] = {"requirements": list(spec.environment.requirements), "test_cmd": spec.test_cmd}
-    if spec.pythonpath:
-        data["pythonpath"] = list(spec.pythonpath)
-    if spec.environment.python:
-        data["python"] = spec.environment.python
+    optional = {"python": spec.environment.python, "unsupported": spec.environment.unsupported,
+                "pythonpath": list(spec.pythonpath),
+                "pre_install": list(spec.pre_install), "install": spec.install, "env": dict(spec.env),
+                "log_format": spec.log_format if spec.log_format != default.log_format else "",
+                "directives": spec.directives if spec.directives != default.directives else ""}
+    data.update({k: v for k, v in optional.items() if v})
     return data

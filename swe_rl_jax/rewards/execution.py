@@ -14,9 +14,12 @@ Metadata: `code_context`, `instance_id` and `subtask` (an edit record; scoring.r
 `oracle_new_content` (similarity), and `execution` (an `ExecutionConfig` as a dict: where the
 instances, repositories, specs and environments are, and the test limits). The edited files
 become a `git diff` (rewards.diffs.git_diff, a canonical text for equal resulting files), which
-the harness applies at the instance's base commit before its test patch.
+the harness applies at the instance's base commit before its test patch, graded by the official
+rules (harness/grading.py: resolved = FULL). The harness resets the test infrastructure a response
+edits (test files, conftest.py, pytest's configuration; harness/integrity.py) before the tests
+run, so such edits cannot turn failing tests into passing ones.
 
-Results are cached on disk by (instance, base commit, test patch, test ids, test command,
+Results are cached on disk by (instance, base commit, test patch, test ids, the spec,
 environment, patch) in `execution.result_cache` (default `<env cache>/results`), one JSON file
 per key written atomically, so pool workers, GRPO groups with repeated answers and later runs
 share them. Problems of the setup (no clone, an environment that does not build) raise, which
@@ -35,11 +38,12 @@ from typing import Any, Mapping
 
 from swe_rl_jax.config import from_dict, require
 from swe_rl_jax.data.sources import Instance, RepoLocator, load_instances
+from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import EnvironmentOptions, ensure_environment
+from swe_rl_jax.harness.grading import FULL, resolution_status, tests_status
 from swe_rl_jax.harness.runner import run_tests
 from swe_rl_jax.harness.sandbox import Limits, isolation_mode
-from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for
-from swe_rl_jax.harness.testlog import SUCCESS
+from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for, spec_to_dict
 from swe_rl_jax.rewards.diffs import edit_patch
 from swe_rl_jax.rewards.errors import FormatError
 from swe_rl_jax.rewards.limits import RewardResult
@@ -94,7 +98,8 @@ def _setup(config: ExecutionConfig, instance_id: str) -> tuple[Instance, Path, R
     repo_dir = RepoLocator(config.repos).find(instance.repo)
     if repo_dir is None:
         raise FileNotFoundError(f"no clone of {instance.repo} under {config.repos}")
-    return instance, repo_dir, spec_for(instance, _specs(config.specs))
+    return instance, repo_dir, resolve_spec(spec_for(instance, _specs(config.specs)), repo_dir,
+                                               instance.base_commit)
 
 
 def prepare_execution(config: ExecutionConfig, instance_ids: Any) -> set[str]:
@@ -127,19 +132,19 @@ def tests_result(config: ExecutionConfig, instance_id: str, patch: str) -> dict[
     tests = instance.fail_to_pass + instance.pass_to_pass
     if not tests:
         raise ValueError(f"{instance_id} has no FAIL_TO_PASS or PASS_TO_PASS tests")
-    path = _cache_path(config, [instance_id, instance.base_commit, instance.test_patch, list(tests), spec.test_cmd,
-                                list(spec.pythonpath), env.key, config.timeout_s, config.memory_mb, patch])
+    path = _cache_path(config, [instance_id, instance.base_commit, instance.test_patch, list(tests),
+                                spec_to_dict(spec), env.key, config.timeout_s, config.memory_mb, patch])
     if path.is_file():
         return json.loads(path.read_text())
-    patches = [patch] + ([instance.test_patch] if instance.test_patch.strip() else [])
-    run = run_tests(repo_dir, instance.base_commit, patches, tests, env, spec, limits=config.limits(),
-                    isolation=isolation_mode(config.isolation),  # type: ignore[arg-type]
+    run = run_tests(repo_dir, instance.base_commit, patch, tests, env, spec, test_patch=instance.test_patch,
+                    limits=config.limits(), isolation=isolation_mode(config.isolation),  # type: ignore[arg-type]
                     work_dir=Path(config.work_dir) if config.work_dir else None)
     if run.error == "checkout_failed":
         raise RuntimeError(f"{instance_id}: {run.message}")
-    passed = sum(run.statuses.get(t) in SUCCESS for t in tests)
-    result = {"resolved": not run.error and passed == len(tests), "passed": passed, "total": len(tests),
-              "error": run.error or None}
+    status = tests_status(instance.fail_to_pass, instance.pass_to_pass, run.statuses)
+    passed = len(status["FAIL_TO_PASS"]["success"]) + len(status["PASS_TO_PASS"]["success"])
+    result = {"resolved": not run.error and resolution_status(status) == FULL, "passed": passed,
+              "total": len(tests), "error": run.error or None, "reset_files": list(run.reset_files)}
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
         json.dump(result, f)

@@ -127,7 +127,7 @@ register_reward("sorft_edit", _edit_reward("lines"), edit.EDIT_MIN_SCORE)
 register_reward("sorft_edit_similarity", _edit_reward("similarity"), edit.EDIT_MIN_SCORE)
 def _execution_reward(with_similarity: bool) -> RewardFn:
     def fn(meta: Mapping[str, Any], response: str) -> RewardResult:
-        # Imported on first use: the execution rewards use the harness, which imports this package.
+        # Imported on first use: only the execution rewards need the harness (and its imports).
         from swe_rl_jax.rewards import execution
 
         return execution.compute_execution(meta, response, with_similarity)

@@ -37,7 +37,7 @@ class SearchReplaceBlock:
     search: str  # lines joined by "\n", no trailing newline; "" = create the file
     replace: str
     # The header's path before its leading './' or '/' were dropped ("" = `path`): what code
-    # writing the edit to disk checks (`rewards.paths.unsafe_path_reason`). Not part of equality.
+    # writing the edit to disk checks (`paths.unsafe_path_reason`). Not part of equality.
     written_path: str = dataclasses.field(default="", compare=False)
 
 

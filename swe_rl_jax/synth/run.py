@@ -49,6 +49,7 @@ from swe_rl_jax.data.skeleton import SourceFilter
 from swe_rl_jax.data.sources import GitError, GitRepo, InputError, RepoLocator, Snapshot, instance_from_dict
 from swe_rl_jax.harness import (HarnessOptions, RepoSpec, TestRun, ensure_environment, evaluate_predictions,
                                 isolation_mode, run_tests)
+from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError
 from swe_rl_jax.harness.sandbox import check_work_dir
 from swe_rl_jax.harness.specs import repo_spec, spec_to_dict
@@ -185,7 +186,7 @@ def _baseline(repo: Path, commit: str, test_files: Sequence[str], env: Environme
     passing: Optional[list[str]] = None
     seconds = 0.0
     for _ in range(options.baseline_runs):
-        run = run_tests(repo, commit, [], test_files, env, spec, limits=options.harness.limits, isolation=isolation,
+        run = run_tests(repo, commit, "", test_files, env, spec, limits=options.harness.limits, isolation=isolation,
                         work_dir=Path(options.harness.work_dir))
         if run.error:
             raise InputError(f"{repo}: the test suite does not run at {commit[:12]}: {run.error}: {run.message}")
@@ -201,8 +202,11 @@ def instance_id_for(name: str, original: str, cand: Candidate) -> str:
 
 
 def synthesize_repo(source: RepoSource, spec: RepoSpec, out_dir: Path, options: SynthOptions, isolation: str,
-                    log: Callable[[str], None] = print) -> tuple[list[dict[str, Any]], dict[str, Any], Counts]:
-    """One repository → (instance dicts, its report, its counts). Writes `out_dir/repos/<owner>__<name>`."""
+                    log: Callable[[str], None] = print
+                    ) -> tuple[list[dict[str, Any]], dict[str, Any], Counts, RepoSpec]:
+    """One repository → (instance dicts, its report, its counts, the spec its tests ran with: `spec`,
+    or the default environment of the repository, harness/defaults.py). Writes
+    `out_dir/repos/<owner>__<name>`."""
     start = time.perf_counter()
     try:
         repo = GitRepo(source.path)
@@ -216,6 +220,7 @@ def synthesize_repo(source: RepoSource, spec: RepoSpec, out_dir: Path, options: 
     sources = source_files(snapshot)
     if not test_files:
         raise InputError(f"--repo {source.path}: no test files (test_*.py, *_test.py) at {options.rev}")
+    spec = resolve_spec(spec, repo.path, original)
     try:
         env = ensure_environment(spec.environment, options.harness.env)
     except EnvironmentBuildError as e:
@@ -234,7 +239,7 @@ def synthesize_repo(source: RepoSource, spec: RepoSpec, out_dir: Path, options: 
     def attempt(cand: Candidate) -> Outcome:
         path = cand.mutation.path
         patch = git_diff({path: texts[path]}, {path: cand.source})
-        run = run_tests(repo.path, original, [patch], test_files, env, spec, limits=limits, isolation=isolation,
+        run = run_tests(repo.path, original, patch, test_files, env, spec, limits=limits, isolation=isolation,
                         work_dir=Path(options.harness.work_dir))
         return classify(run, reference)
 
@@ -290,7 +295,7 @@ def synthesize_repo(source: RepoSource, spec: RepoSpec, out_dir: Path, options: 
     report.update(counts.to_json())
     report["seconds"] = round(time.perf_counter() - start, 1)
     log(f"{source.name}: tried {report['tried']}, kept {report['kept']}, rejected {report['rejected']}")
-    return instances, report, counts
+    return instances, report, counts, spec
 
 
 def verify_instances(instances: Sequence[Mapping[str, Any]], repos_dir: Path, specs: Mapping[str, RepoSpec],
@@ -308,7 +313,7 @@ def verify_instances(instances: Sequence[Mapping[str, Any]], repos_dir: Path, sp
     def buggy(inst) -> Optional[str]:
         spec = specs[inst.repo]
         env = ensure_environment(spec.environment, options.harness.env)
-        run = run_tests(locator.find(inst.repo), inst.base_commit, [], inst.fail_to_pass + inst.pass_to_pass, env,
+        run = run_tests(locator.find(inst.repo), inst.base_commit, "", inst.fail_to_pass + inst.pass_to_pass, env,
                         spec, limits=options.harness.limits, isolation=isolation,
                         work_dir=Path(options.harness.work_dir))
         if run.error:
@@ -339,16 +344,16 @@ def synthesize(sources: Sequence[RepoSource], specs: Mapping[str, RepoSpec], out
     Path(work_dir).mkdir(parents=True, exist_ok=True)
     check_work_dir(Path(work_dir), isolation)
     options = dataclasses.replace(options, harness=dataclasses.replace(options.harness, work_dir=work_dir))
-    instances, repos, totals = [], {}, Counts()
+    instances, repos, totals, used = [], {}, Counts(), {}
     for source in sources:
-        kept, repos[source.name], counts = synthesize_repo(source, repo_spec(source.name, specs), out, options,
-                                                           isolation, log)
+        kept, repos[source.name], counts, used[source.name] = synthesize_repo(
+            source, repo_spec(source.name, specs), out, options, isolation, log)
         instances += kept
         totals.update(counts)
     with open(out / "instances.jsonl", "w", encoding="utf-8") as handle:
         for inst in instances:
             handle.write(json.dumps(inst, sort_keys=True) + "\n")
-    (out / "specs.json").write_text(json.dumps({s.name: spec_to_dict(repo_spec(s.name, specs)) for s in sources},
+    (out / "specs.json").write_text(json.dumps({name: spec_to_dict(spec) for name, spec in used.items()},
                                                indent=2, sort_keys=True) + "\n", encoding="utf-8")
     report = {"options": {"operators": list(options.operators), "max_candidates": options.max_candidates,
                           "seed": options.seed, "rev": options.rev, "baseline_runs": options.baseline_runs,

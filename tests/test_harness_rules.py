@@ -1,0 +1,316 @@
+"""The harness's rules without running tests: the official grading (skipped PASS_TO_PASS, skipped
+FAIL_TO_PASS, truncated and path-shortened ids, PARTIAL), the test directives per repository
+kind, the spec table's keys and lookup order, the declared dependencies of the default
+environment, the files the integrity reset puts back, and `git apply --3way` / already-applied
+patches on a small git repository."""
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from swe_rl_jax.data.sample import run_isolated_git
+from swe_rl_jax.data.sources import InputError, instance_from_dict
+from swe_rl_jax.harness import environments
+from swe_rl_jax.harness.defaults import RUNNER_REQUIREMENT, declared_requirements, default_requirements, resolve_spec
+from swe_rl_jax.harness.directives import django_label, test_directives
+from swe_rl_jax.harness.grading import FULL, NO, PARTIAL, resolution_status, tests_status
+from swe_rl_jax.harness.integrity import is_test_infrastructure, paths_to_reset, pytest_section
+from swe_rl_jax.harness.patching import apply_patch
+from swe_rl_jax.harness.logformats import parse_django, parse_log
+from swe_rl_jax.harness.specs import LOG_FORMATS, RepoSpec, builtin_specs, load_specs, repo_spec, spec_for, spec_to_dict
+
+
+def _grade(f2p, p2p, statuses):
+    status = tests_status(f2p, p2p, statuses)
+    return status, resolution_status(status)
+
+
+def test_grading_follows_the_official_rules():
+    # A skipped PASS_TO_PASS test is maintained; a skipped FAIL_TO_PASS test resolves nothing.
+    status, res = _grade(["a"], ["b", "c"], {"a": "PASSED", "b": "SKIPPED", "c": "XFAIL"})
+    assert status["PASS_TO_PASS"] == {"success": ["b", "c"], "failure": []} and res == FULL
+    status, res = _grade(["a"], [], {"a": "SKIPPED"})
+    assert status["FAIL_TO_PASS"] == {"success": [], "failure": ["a"]} and res == NO
+    # Some FAIL_TO_PASS tests pass and every PASS_TO_PASS one: PARTIAL; a broken PASS_TO_PASS: NO.
+    assert _grade(["a", "b"], ["c"], {"a": "PASSED", "b": "FAILED", "c": "PASSED"})[1] == PARTIAL
+    assert _grade(["a", "b"], ["c"], {"a": "PASSED", "b": "FAILED", "c": "ERROR"})[1] == NO
+    assert _grade(["a"], ["c"], {"a": "PASSED"})[1] == NO  # a test the log does not name failed
+    # XPASS counts on neither side (1/1 of what is counted).
+    status, res = _grade(["a", "x"], [], {"a": "PASSED", "x": "XPASS"})
+    assert status["FAIL_TO_PASS"] == {"success": ["a"], "failure": []} and res == FULL
+    assert _grade([], [], {})[1] == FULL  # nothing to count is all (the official rate of an empty list is 1)
+
+
+def test_truncated_and_path_shortened_ids():
+    log = {"t.py::f[a b]": "PASSED", "t.py::f[a c]": "XFAIL", "t.py::g[x y]": "PASSED", "t.py::g[x z]": "FAILED",
+           "t.py::h[/tmp/run-1/data/file.txt]": "PASSED", "t.py::k": "PASSED"}
+    status, _ = _grade(["t.py::f[a", "t.py::g[x", "t.py::h[/file.txt]", "t.py::k[", "t.py::k2"], [], log)
+    # f[a: both matches pass -> pass; g[x: the matches disagree -> failure; h: the official short form
+    # of a path parameter; k[ ... only prefix-matches ids with more "[" than "]"; k2 is no prefix rule.
+    assert status["FAIL_TO_PASS"]["success"] == ["t.py::f[a", "t.py::h[/file.txt]"]
+    assert status["FAIL_TO_PASS"]["failure"] == ["t.py::g[x", "t.py::k[", "t.py::k2"]
+
+
+TEST_PATCH = """diff --git a/tests/forms_tests/test_url.py b/tests/forms_tests/test_url.py
+--- a/tests/forms_tests/test_url.py
++++ b/tests/forms_tests/test_url.py
+@@ -1 +1,2 @@
+ x = 1
++y = 2
+diff --git a/tests/forms_tests/data.json b/tests/forms_tests/data.json
+new file mode 100644
+--- /dev/null
++++ b/tests/forms_tests/data.json
+@@ -0,0 +1 @@
++{}
+diff --git a/tests/old_test.py b/tests/old_test.py
+deleted file mode 100644
+--- a/tests/old_test.py
++++ /dev/null
+@@ -1 +0,0 @@
+-z = 3
+"""
+
+
+def test_directives_per_repository_kind():
+    ids = ["tests/other/test_p2p.py::test_a", "test_x (forms_tests.test_url.UrlTests)", "test_y"]
+    exists = {"tests/other/test_p2p.py"}.__contains__
+    # pytest: the test patch's files less data and deleted files, then the files of pytest ids that exist.
+    assert test_directives("test_files", TEST_PATCH, ids, exists) == ["tests/forms_tests/test_url.py",
+                                                                       "tests/other/test_p2p.py"]
+    assert test_directives("test_files", TEST_PATCH, ids) == ["tests/forms_tests/test_url.py"]
+    assert test_directives("django_labels", TEST_PATCH, ids, exists) == ["forms_tests.test_url"]
+    assert test_directives("sympy_files", TEST_PATCH, ids, exists) == ["tests/forms_tests/test_url.py"]
+    assert django_label("tests/model_fields/test_jsonfield.py") == "model_fields.test_jsonfield"
+    assert django_label("django/contrib/admin/tests.py") == "django.contrib.admin.tests"
+    # Without a test patch: the ids' files, or django labels of the ids (both id forms of unittest).
+    assert test_directives("test_files", "", ["tests/a.py::t1", "tests/a.py::t2", "tests/b.py::C::t"]) == [
+        "tests/a.py", "tests/b.py"]
+    assert test_directives("django_labels", "", ["test_x (m.tests.C)", "test_y (m.tests.C.test_y)"]) == [
+        "m.tests.C.test_x", "m.tests.C.test_y"]
+
+
+def test_spec_keys_and_the_lookup_order(tmp_path):
+    user = tmp_path / "specs.json"
+    user.write_text(json.dumps({"o/r": {"test_cmd": "user"}, "*": {"test_cmd": "star"}}))
+    specs = load_specs(user)
+    table = load_specs(_write(tmp_path / "table.json", {
+        "o/r@1.0": {"test_cmd": "table-1.0"}, "o/other@2": {"test_cmd": "table-2"}, "o/other": {"test_cmd": "t"},
+        "django/django@3.0": {"python": "python3.6", "requirements": ["asgiref==3.2.10"], "log_format": "django",
+                              "directives": "django_labels", "install": "python -m pip install -e .",
+                              "pre_install": ["true"], "env": {"LANG": "en_US.UTF-8"}}}))
+    assert repo_spec("o/r", specs, "1.0", table).test_cmd == "user"  # the user's entries come first
+    assert repo_spec("o/other", specs, "2", table).test_cmd == "table-2"
+    assert repo_spec("o/other", specs, "3", table).test_cmd == "t"
+    assert repo_spec("o/unknown", specs, "", table).test_cmd == "star"  # the user's "*" before the default
+    default = repo_spec("o/unknown", {}, "", table)
+    assert default.infer_requirements and default == RepoSpec(infer_requirements=True)
+    django = repo_spec("django/django", {}, "3.0", table)
+    assert (django.log_format, django.directives, django.env) == ("django", "django_labels", (("LANG", "en_US.UTF-8"),))
+    assert django.environment.own_pip and django.pre_install == ("true",)
+    assert load_specs(_write(tmp_path / "back.json", {"k": spec_to_dict(django)}))["k"] == django
+    unsupported = load_specs(_write(tmp_path / "u.json", {"o/big": {"unsupported": "needs a GPU"}}))["o/big"]
+    with pytest.raises(environments.EnvironmentBuildError, match="not supported here: needs a GPU"):
+        environments.ensure_environment(unsupported.environment, environments.EnvironmentOptions(str(tmp_path)))
+    assert not list(tmp_path.glob("*.lock"))  # nothing was started
+    # An instance's own requirements make the environment its own (no inference).
+    inst = instance_from_dict({"instance_id": "i", "repo": "o/unknown", "base_commit": "abc", "patch": "",
+                               "problem_statement": "", "requirements": ["x==1"]}, "i")
+    assert not spec_for(inst, {}, table).infer_requirements
+    for bad, message in (({"pyhton": "x"}, "unknown spec key"), ({"log_format": "nose"}, "must be one of"),
+                         ({"env": {"A": 1}}, "'env' must be an object of strings"),
+                         ({"pre_install": "make"}, "must be a list of strings")):
+        with pytest.raises(InputError, match=message):
+            load_specs(_write(tmp_path / "bad.json", {"o/r": bad}))
+    assert set(LOG_FORMATS) == {"pytest", "pytest_verbose", "django", "sympy"}
+
+
+def test_the_built_in_table_is_valid():
+    """Every entry of spec_table.json passes the same checks as a user's spec file, and a runner's
+    log format comes with that runner's directives."""
+    table = builtin_specs()
+    pairs = {"django": "django_labels", "sympy": "sympy_files"}
+    for key, spec in table.items():
+        assert "/" in key.split("@")[0], key
+        assert spec.directives == pairs.get(spec.log_format, "test_files"), key
+        assert not spec.install or spec.environment.own_pip, key
+
+
+def test_django_ids_glued_to_earlier_output():
+    """A line shape the official django parser special-cases (django__django-7188): migration output
+    without a newline before the test's id. Constructed from that shape, not a recorded log."""
+    line = "  Applying sites.0002_alter_domain_unique...test_no_migrations (migrations.test_commands.Tests) ... ok"
+    assert parse_django(line) == {"test_no_migrations (migrations.test_commands.Tests)": "PASSED"}
+
+
+def test_official_artifact_ids_of_pytest_logs():
+    """Constructed in the shape of pytest-dev__pytest-5227's log (its PASS_TO_PASS names `[100%]`):
+    a nested run a test prints, whose wrapped `-v` line starts with a status word, beside the
+    summary. Such words count where they are no node ids and the summary does not name them."""
+    log = ("tests/test_a.py::test_outer PASSED\n---- Captured stdout call ----\n"
+           "test_inner.py::test_with_a_long_name_that_wraps_at_eighty_columns \n"
+           "PASSED                                         [100%]\n"
+           "PASSED tests/test_a.py::test_spoofed\n"  # a node id outside the summary: not read
+           "=== short test summary info ===\nPASSED tests/test_a.py::test_outer\n"
+           "FAILED tests/test_a.py::test_b - AssertionError\nSKIPPED [1] tests/test_a.py:9: why\n")
+    assert parse_log("pytest", log) == {"tests/test_a.py::test_outer": "PASSED", "tests/test_a.py::test_b": "FAILED",
+                                        "[100%]": "PASSED"}
+    assert parse_log("pytest", log.split("===")[0]) == {}  # artifacts alone are no test results
+
+
+def _write(path, data):
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_declared_requirements_read_statically():
+    files = {
+        "pyproject.toml": '[project]\nname = "p"\ndependencies = ["click>=8", "attrs"]\n'
+                          '[project.optional-dependencies]\ntest = ["hypothesis"]\ndocs = ["sphinx"]\n',
+        "setup.cfg": "[options]\ninstall_requires =\n    six\n    attrs\n[options.extras_require]\ntesting = mock\n",
+        "setup.py": "import os\nREQS = ['numpy>=1.20']\nos.system('echo never run')\n"
+                    "setup(name='p', install_requires=REQS, tests_require=['pytest-mock'],"
+                    " extras_require={'tests': ['freezegun'], 'dev': ['black']})\n",
+        "requirements-dev.txt": "# tools\n-r requirements.txt\n-e .\npytest==8.0.2  # pinned\n"
+                                "git+https://example.org/x.git\n./local\n",
+        "setup.py.orig": "setup(install_requires=['nope'])",
+        "broken/pyproject.toml": None,
+    }
+    assert declared_requirements(files) == ["click>=8", "attrs", "hypothesis", "six", "mock", "numpy>=1.20",
+                                            "pytest-mock", "freezegun", "pytest==8.0.2"]
+    # Runtime dependencies only (what `pip install -e .` fetches): no test extras, no requirements files.
+    assert declared_requirements(files, tests=False) == ["click>=8", "attrs", "six", "numpy>=1.20"]
+    assert declared_requirements({"pyproject.toml": "not [ toml", "setup.py": "def (:"}) == []
+    # The runner: pinned pytest, unless the repository declares pytest itself.
+    assert default_requirements(["attrs"]) == [RUNNER_REQUIREMENT, "attrs"]
+    assert default_requirements(["PyTest==8.0.2"]) == ["PyTest==8.0.2"]
+
+
+def test_an_install_spec_takes_the_commits_runtime_dependencies(tmp_path, monkeypatch):
+    """A spec with an install step: the repository's runtime dependencies at the base commit are
+    installed over the pins when the environment is built (a commit that caps a pinned package
+    gets the capped release, as the official per-instance `pip install -e .` gives it)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "setup.cfg").write_text("[options]\ninstall_requires =\n    astroid>=2.11.6,<=2.12.0-dev0\n"
+                                    "[options.extras_require]\ntesting = pytest\n")
+    (repo / "requirements_test.txt").write_text("coverage\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "v1")
+    head = _git(repo, "rev-parse", "HEAD").strip()
+    entry = {"requirements": ["astroid==2.12.13"], "python": "python3.9",
+             "install": "python -m pip install --no-deps -e ."}
+    spec = load_specs(_write(tmp_path / "s.json", {"o/r": entry}))["o/r"]
+    resolved = resolve_spec(spec, repo, head)
+    assert resolved.environment.declared == ("astroid>=2.11.6,<=2.12.0-dev0",)
+    assert resolved.environment.key() != spec.environment.key()  # one environment per declared set
+    assert resolve_spec(dataclasses.replace(spec, install=""), repo, head).environment.declared == ()
+    commands = []
+    monkeypatch.setattr(environments, "_run", lambda cmd, timeout: commands.append(cmd))
+    monkeypatch.setattr(environments, "_python_version", lambda python, timeout: (3, 9))
+    monkeypatch.setattr(environments, "resolve_interpreter", lambda name: "/usr/bin/python3.9")
+    (tmp_path / "env").mkdir()  # what the recorded `python -m venv` would have made
+    environments._build(resolved.environment, tmp_path / "env", environments.EnvironmentOptions())
+    installs = [cmd[cmd.index("install") + 1:] for cmd in commands if "install" in cmd]
+    assert [[a for a in args if not a.startswith("-")] for args in installs] == [
+        ["astroid==2.12.13"], ["astroid>=2.11.6,<=2.12.0-dev0"]]  # the pins, then the commit's own over them
+
+
+def test_what_the_integrity_reset_puts_back():
+    for path in ("conftest.py", "pkg/conftest.py", "tests/helpers.py", "tests/data/x.json", "pkg/test_mod.py",
+                 "mod_test.py", "pytest.ini", ".pytest.ini", "sitecustomize.py"):
+        assert is_test_infrastructure(path), path
+    for path in ("pkg/mod.py", "django/test/runner.py", "testing_utils.py", "setup.cfg", "src/tests.py"):
+        assert not is_test_infrastructure(path), path
+    assert paths_to_reset(["pkg/mod.py", "conftest.py", "testing/python/collect.py"],
+                          ["testing/python/collect.py"]) == ["conftest.py", "testing/python/collect.py"]
+    # Config files: only a change of the pytest section counts (metadata changes stay).
+    base = "[metadata]\nname = p\n[tool:pytest]\naddopts = -q\n"
+    assert pytest_section("setup.cfg", base) == pytest_section("setup.cfg", base.replace("name = p", "name = q"))
+    assert pytest_section("setup.cfg", base) != pytest_section("setup.cfg", base + "python_files = *.py\n")
+    toml = '[project]\nname = "p"\n[tool.pytest.ini_options]\naddopts = "-q"\n'
+    assert pytest_section("pyproject.toml", toml) == {"ini_options": {"addopts": "-q"}}
+    assert pytest_section("pyproject.toml", toml.replace('"p"', '"q"')) == pytest_section("pyproject.toml", toml)
+    assert pytest_section("tox.ini", None) is None and pytest_section("tox.ini", "[pytest]\n") == {"pytest": {}}
+
+
+def _git(repo, *args):
+    return run_isolated_git(repo, *args)
+
+
+def test_three_way_apply_and_an_already_applied_patch(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    lines = [f"line {i}" for i in range(12)]
+    (repo / "f.txt").write_text("\n".join(lines) + "\n")
+    _git(repo, "add", "f.txt")
+    _git(repo, "commit", "-qm", "v1")
+    (repo / "f.txt").write_text("\n".join(lines).replace("line 6", "LINE 6") + "\n")
+    patch = _git(repo, "diff")  # made against v1: its preimage blob is in the object store
+    _git(repo, "checkout", "-q", "f.txt")
+    (repo / "f.txt").write_text("\n".join(lines).replace("line 4", "changed 4") + "\n")  # a context line of the hunk
+    _git(repo, "commit", "-qam", "v2")
+    assert subprocess.run(["git", "-C", str(repo), "apply", "--check", "-"], input=patch, text=True,
+                          capture_output=True).returncode != 0  # plain git apply refuses
+    result = apply_patch(repo, patch, tmp_path / "p.diff")
+    assert (result.applied, result.method) == (True, "git_apply_3way")
+    text = (repo / "f.txt").read_text()
+    assert "changed 4" in text and "LINE 6" in text and "<<<<<<<" not in text
+    assert _git(repo, "diff", "--cached") == ""  # the index is HEAD's again: the change is in the worktree
+    again = apply_patch(repo, patch, tmp_path / "p.diff")  # merged again: the same change on both sides
+    assert again.applied and (repo / "f.txt").read_text() == text
+    # A patch whose change is already there exactly (it applies in reverse) is recognized as such.
+    _git(repo, "commit", "-qam", "v3")
+    (repo / "f.txt").write_text(text.replace("line 9", "LINE 9"))
+    exact = _git(repo, "diff")
+    _git(repo, "checkout", "-q", "f.txt")
+    first, second = apply_patch(repo, exact, tmp_path / "p.diff"), apply_patch(repo, exact, tmp_path / "p.diff")
+    assert (first.method, second.applied, second.method) == ("git_apply", True, "already_applied")
+    assert (repo / "f.txt").read_text() == text.replace("line 9", "LINE 9")
+
+
+def test_a_failed_three_way_merge_leaves_the_worktree_as_it_was(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "f.txt").write_text("a\nb\nc\nd\ne\n")
+    _git(repo, "add", "f.txt")
+    _git(repo, "commit", "-qm", "v1")
+    (repo / "f.txt").write_text("a\nb\nC\nd\ne\n")
+    patch = _git(repo, "diff")
+    _git(repo, "checkout", "-q", "f.txt")
+    (repo / "f.txt").write_text("a\nb\nX\nd\ne\n")  # the same line changed otherwise: a conflict
+    _git(repo, "commit", "-qam", "v2")
+    (repo / "new.txt").write_text("an earlier patch's file\n")  # untracked work of an earlier patch
+    result = apply_patch(repo, patch, tmp_path / "p.diff")
+    assert not result.applied and result.error == "does_not_apply"
+    assert (repo / "f.txt").read_text() == "a\nb\nX\nd\ne\n" and (repo / "new.txt").is_file()
+    assert _git(repo, "status", "--porcelain") == "?? new.txt\n"
+
+
+def test_interpreters_by_version_skip_pyenv_shims(tmp_path, monkeypatch):
+    root = tmp_path / "pyenv"
+    for version in ("3.9.2", "3.9.18", "3.10.1"):
+        exe = root / "versions" / version / "bin" / "python3.9"
+        exe.parent.mkdir(parents=True)
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    (shims / "python3.9").write_text("#!/bin/sh\nexit 127\n")
+    (shims / "python3.9").chmod(0o755)
+    monkeypatch.setenv("PYENV_ROOT", str(root))
+    monkeypatch.setenv("PATH", f"{shims}:/usr/bin:/bin")
+    environments.resolve_interpreter.cache_clear()
+    try:
+        # The newest 3.9 (numerically: 3.9.18 over 3.9.2), never the shim nor another minor version.
+        assert environments.resolve_interpreter("python3.9") == str(root / "versions" / "3.9.18" / "bin" / "python3.9")
+        assert environments.resolve_interpreter("") == sys.executable
+        with pytest.raises(environments.EnvironmentBuildError, match="python2.99"):
+            environments.resolve_interpreter("python2.99")
+    finally:
+        environments.resolve_interpreter.cache_clear()
