@@ -31,6 +31,9 @@ class ModelSource:
     tokenizer: str = ""  # default: the checkpoint's own tokenizer
     dtype: DTypeName = "float32"  # compute dtype
     param_dtype: DTypeName = "float32"  # master weights
+    # Compute dtype of generation (eval, RL rollouts, resolve); "" = dtype. On a CPU with bfloat16
+    # units, bfloat16 trains ~2x faster but decodes ~4x slower than float32 (docs/BENCHMARKS.md).
+    sampling_dtype: Literal["", "float32", "bfloat16"] = ""
     # auto: splash on TPU, cudnn on GPU, dense on CPU; chunked: blockwise, any backend (models/attention.py)
     attention_impl: AttentionImpl = "auto"
     scan_layers: bool = True  # False: unrolled layers (faster decode steps, longer compiles)
@@ -57,6 +60,12 @@ def load_policy(source: ModelSource, mesh: jax.sharding.Mesh, rules: Rules) -> t
                                  scan_layers=source.scan_layers)
     tokenizer = load_tokenizer(resolve_checkpoint(source.tokenizer) if source.tokenizer else path)
     return config, params, tokenizer
+
+
+def sampling_config(config: ModelConfig, source: ModelSource) -> ModelConfig:
+    """The model config that generation runs with: `source.sampling_dtype` as the compute dtype
+    when set (the weights stay as loaded: they are cast at use)."""
+    return dataclasses.replace(config, dtype=source.sampling_dtype) if source.sampling_dtype else config
 
 
 def tokenizer_source(source: ModelSource) -> Path:

@@ -101,11 +101,12 @@ def run_resolve(config: ResolveConfig, respond: Optional[Any] = None) -> dict[st
     policy = None
     if respond is None:
         from swe_rl_jax.parallel import make_mesh
-        from swe_rl_jax.policy import load_policy
+        from swe_rl_jax.policy import load_policy, sampling_config
         from swe_rl_jax.sampling.config import build_engine
 
         engine = build_engine(config.rollout, make_mesh(config.mesh))
         model_config, params, tokenizer = load_policy(config.model, engine.mesh, engine.rules)  # the rollout layout
+        model_config = sampling_config(model_config, config.model)
         respond = policy = SamplerPolicy(model_config, params, tokenizer, config.localization, config.repair,
                                          config.max_prompt_tokens, config.seed, engine)
     summary = resolve_all(instances, locator, respond, config.agentless, config.out,

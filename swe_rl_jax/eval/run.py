@@ -66,14 +66,15 @@ def run_eval(config: EvalConfig) -> dict[str, Any]:
     """Generates, scores, prints the table and writes `out_dir/eval.json`; returns its content."""
     from swe_rl_jax.eval.subtasks import evaluate
     from swe_rl_jax.parallel import get_rules, make_mesh
-    from swe_rl_jax.policy import load_policy
+    from swe_rl_jax.policy import load_policy, sampling_config
 
     records = load_eval_records(config)
     mesh, rules = make_mesh(config.mesh), get_rules(config.rules)
     model_config, params, tokenizer = load_policy(config.model, mesh, rules)
     sampling = dataclasses.replace(config.sampling, eos_ids=config.sampling.eos_ids or tokenizer.eos_ids)
     start = time.perf_counter()
-    result = evaluate(model_config, params, tokenizer, records, sampling, config.seed, rewards=config.rewards or None,
+    result = evaluate(sampling_config(model_config, config.model), params, tokenizer, records, sampling, config.seed,
+                      rewards=config.rewards or None,
                       batch_size=config.batch_size, num_workers=config.reward_workers)
     seconds = time.perf_counter() - start
     report = {

@@ -61,6 +61,7 @@ class TrainerSetup:
     tokenizer: Any = None  # decodes responses (stop strings, `SampleResult.text`)
     learning_rate: Optional[optax.Schedule] = None  # logged as `lr` when given
     rollout_engine: Optional[Engine] = None  # samples the rollouts in its own layout (`PolicyUpdater.sample`)
+    sampling_model_config: Optional[ModelConfig] = None  # what rollouts compute with (default: model_config)
 
 
 def reward_component(payload: Any) -> str:
@@ -130,6 +131,7 @@ class PolicyUpdater:
     def __init__(self, setup: TrainerSetup, state: TrainState, objective: Any, sampling: SamplingParams,
                  update: UpdateConfig, keep_reference: bool):
         self.cfg, self.objective, self.sampling, self.update = setup.model_config, objective, sampling, update
+        self.sample_cfg = setup.sampling_model_config or setup.model_config
         self.mesh, self.rules, self.pad_id, self.tokenizer = setup.mesh, setup.rules, setup.pad_id, setup.tokenizer
         self.state_shardings, self.optimizer = setup.state_shardings, setup.optimizer
         self.learning_rate = setup.learning_rate
@@ -158,7 +160,7 @@ class PolicyUpdater:
                score: ScoreFn) -> tuple[list[SampleResult], list[tuple[float, dict]]]:
         """The rollout and its scores: `sampling.n` responses to each prompt from `weights`
         (`rollout_weights`), prompt-major."""
-        return sample_and_score(self.rollout_engine, self.cfg, weights, prompts, self.sampling, key, score,
+        return sample_and_score(self.rollout_engine, self.sample_cfg, weights, prompts, self.sampling, key, score,
                                 self.tokenizer)
 
     def _logprobs_of(self, params: Any, batch: dict[str, jax.Array], with_entropy: bool = False,

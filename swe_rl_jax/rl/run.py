@@ -25,7 +25,7 @@ from swe_rl_jax.data.records import SPLITS, SubtaskCounts, TaskRecord, read_spli
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.distributed import DistributedConfig, any_process, initialize
 from swe_rl_jax.parallel.placement import replica_on_host
-from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, tokenizer_source
+from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config, tokenizer_source
 from swe_rl_jax.rewards import DEFAULT_TIME_LIMIT_S, RewardPool, check_reward_names, score_batch
 from swe_rl_jax.rewards.execution import EXECUTION_REWARDS, ExecutionConfig, prepare_execution
 from swe_rl_jax.rl.config import GRPOConfig, PPOConfig
@@ -238,7 +238,8 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
                         loss_agg=config.ppo.loss_agg, micro_batches=config.update.micro_batches,
                         learning_rate=learning_rate_schedule(critic_opt_config), remat=config.update.remat)
     setup = TrainerSetup(model_config, state_sh, optimizer, mesh, rules, tokenizer.pad_id, tokenizer,
-                         learning_rate_schedule(opt_config), build_engine(config.rollout, mesh))
+                         learning_rate_schedule(opt_config), build_engine(config.rollout, mesh),
+                         sampling_config(model_config, config.model))
     if ppo:
         trainer: Any = PPOTrainer(setup, state, critic, config.ppo, sampling, config.update)
         critic_checkpointer = Checkpointer(out / "checkpoints_critic", keep=config.keep_checkpoints)
@@ -274,7 +275,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     preemption = PreemptionFlag()
     with RewardPool(config.reward_workers or None, timeout_s=config.reward_timeout_s) as pool:
         score = make_scorer(rewards, pool, reward_meta)
-        heldout = heldout_evaluator(config, model_config, tokenizer, sampling, rewards, pool, reward_meta)
+        heldout = heldout_evaluator(config, setup.sampling_model_config, tokenizer, sampling, rewards, pool, reward_meta)
         heldout_history = []
         if heldout is not None and position == 0:
             heldout_history.append(heldout(replica_on_host(model_config, state.params, rules)))

@@ -23,7 +23,7 @@ from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.distributed import DistributedConfig, barrier, global_batch, initialize, local_rows
 from swe_rl_jax.parallel.placement import replica_on_host
 from swe_rl_jax.parallel.rules import MeshSharding
-from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, tokenizer_source
+from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config, tokenizer_source
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.subtasks import SUBTASKS
 from swe_rl_jax.train import (Checkpointer, LoopConfig, MetricsWriter, OptimizerConfig, abstract_train_state,
@@ -230,7 +230,8 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
         summary["heldout_loss"] = total / max(tokens, 1.0)
         writer.write(result.position, {"heldout_loss": summary["heldout_loss"]})
     if config.records_dir and config.eval_examples:
-        summary["heldout_eval"] = evaluate_split(model_config, replica_on_host(model_config, state.params, rules),
+        summary["heldout_eval"] = evaluate_split(sampling_config(model_config, config.model),
+                                                 replica_on_host(model_config, state.params, rules),
                                                  tokenizer, config, "validation")
     writer.close()
     if config.export:
