@@ -169,7 +169,9 @@ def test_declared_requirements_read_statically():
     files = {
         "pyproject.toml": '[project]\nname = "p"\ndependencies = ["click>=8", "attrs"]\n'
                           '[project.optional-dependencies]\ntest = ["hypothesis"]\ndocs = ["sphinx"]\n',
-        "setup.cfg": "[options]\ninstall_requires =\n    six\n    attrs\n[options.extras_require]\ntesting = mock\n",
+        # xarray's setup.cfg comments a requirement inline; pip refuses the line with the comment
+        "setup.cfg": "[options]\ninstall_requires =\n    six\n    attrs\n    setuptools >= 40.4  # For pkg_resources\n"
+                     "[options.extras_require]\ntesting = mock\n",
         "setup.py": "import os\nREQS = ['numpy>=1.20']\nos.system('echo never run')\n"
                     "setup(name='p', install_requires=REQS, tests_require=['pytest-mock'],"
                     " extras_require={'tests': ['freezegun'], 'dev': ['black']})\n",
@@ -178,10 +180,11 @@ def test_declared_requirements_read_statically():
         "setup.py.orig": "setup(install_requires=['nope'])",
         "broken/pyproject.toml": None,
     }
-    assert declared_requirements(files) == ["click>=8", "attrs", "hypothesis", "six", "mock", "numpy>=1.20",
-                                            "pytest-mock", "freezegun", "pytest==8.0.2"]
+    assert declared_requirements(files) == ["click>=8", "attrs", "hypothesis", "six", "setuptools >= 40.4", "mock",
+                                            "numpy>=1.20", "pytest-mock", "freezegun", "pytest==8.0.2"]
     # Runtime dependencies only (what `pip install -e .` fetches): no test extras, no requirements files.
-    assert declared_requirements(files, tests=False) == ["click>=8", "attrs", "six", "numpy>=1.20"]
+    assert declared_requirements(files, tests=False) == ["click>=8", "attrs", "six", "setuptools >= 40.4",
+                                                         "numpy>=1.20"]
     assert declared_requirements({"pyproject.toml": "not [ toml", "setup.py": "def (:"}) == []
     # The runner: pinned pytest, unless the repository declares pytest itself.
     assert default_requirements(["attrs"]) == [RUNNER_REQUIREMENT, "attrs"]

@@ -62,12 +62,19 @@ def _pyproject(text: str, extras: Iterable[str]) -> list[str]:
     return _strings(project.get("dependencies")) + [r for e in extras for r in _strings(optional.get(e))]
 
 
+def _requirement_lines(text: str) -> list[str]:
+    """The requirements of a line-per-requirement text, comments dropped: as pip reads a
+    requirements file, a `#` at the start of a line or after whitespace starts a comment
+    (setup.cfg's `install_requires = setuptools >= 40.4  # For pkg_resources`)."""
+    return [re.split(r"(?:^|\s)#", line, maxsplit=1)[0].strip() for line in text.splitlines()]
+
+
 def _setup_cfg(text: str, extras: Iterable[str]) -> list[str]:
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     parser.read_string(text)
     values = [parser.get("options", "install_requires", fallback="")]
     values += [parser.get("options.extras_require", e, fallback="") for e in extras]
-    return [line.strip() for value in values for line in value.splitlines() if line.strip()]
+    return [line for value in values for line in _requirement_lines(value) if line]
 
 
 def _literal(node: ast.AST, names: Mapping[str, ast.AST]) -> Any:
@@ -98,7 +105,7 @@ def _setup_py(text: str, extras: Iterable[str]) -> list[str]:
 
 
 def _requirements_txt(text: str, extras: Iterable[str]) -> list[str]:
-    return [line.split(" #", 1)[0].strip() for line in text.splitlines() if not line.lstrip().startswith("#")]
+    return _requirement_lines(text)
 
 
 _READERS = {"pyproject.toml": _pyproject, "setup.cfg": _setup_cfg, "setup.py": _setup_py}
