@@ -124,7 +124,7 @@ def test_repair_rule_fits_kind_precision_on_training_records():
 def test_resolved_is_reported_for_execution_scored_edits():
     ok = outcome("edit_generation", "o/r", 1.0, {"kind": "ok", "resolved": True, "passed": 3, "total": 3})
     failed = outcome("edit_generation", "o/r", 0.0, {"kind": "ok", "resolved": False, "passed": 2, "total": 3})
-    malformed = outcome("edit_generation", "o/r", -1.0, {"kind": "no_blocks"})
+    malformed = outcome("edit_generation", "o/r", -1.0, {"kind": "no_blocks", "resolved": False})
     row = summarize([ok, failed, malformed])["subtask/edit_generation"]
     assert row["resolved"] == pytest.approx(1 / 3) and row["format_correct"] == pytest.approx(2 / 3)
     # Not scored by an execution reward: no `resolved`; old JSON without the field still loads.

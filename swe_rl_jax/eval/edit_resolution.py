@@ -46,13 +46,14 @@ def resolution_report(records: Sequence[TaskRecord], responses: Sequence[str], i
                       locator: RepoLocator, specs: Mapping[str, RepoSpec], options: HarnessOptions,
                       out_dir: str | Path | None = None) -> dict[str, Any]:
     """The harness report of one answer per record (in record order; `out_dir/report.json` when
-    given), with per record its `answer_error`, and the summary's counts of answer errors."""
+    given), with per record its `model_patch` and `answer_error`, and the summary's counts of
+    answer errors."""
     if len(records) != len(responses):
         raise ValueError(f"{len(records)} records but {len(responses)} responses")
     predictions = [edit_prediction(r, text) for r, text in zip(records, responses)]
     report = evaluate_predictions([dataclasses.asdict(p) for p in predictions], instances, locator, specs, options)
     for record, prediction in zip(report["records"], predictions):
-        record["answer_error"] = prediction.answer_error or None
+        record.update(model_patch=prediction.model_patch, answer_error=prediction.answer_error or None)
     errors: dict[str, int] = {}
     for p in predictions:
         if p.answer_error:

@@ -10,8 +10,8 @@ Definitions (decisions where the papers are loose):
 - hit (localization, edit): at least one predicted item is in the ground truth (SoRFT's "hit").
 - applied (edit, SWE-RL): the edits parse and apply to the original files.
 - resolved (edit, SWE-RL, scored by an execution reward, rewards/execution.py): the harness ran
-  the instance's tests on the edits and every one passed; the share over the group's edit
-  outcomes (a malformed answer is not resolved), absent when none was scored by an execution reward.
+  the instance's tests on the edits and every one passed (a malformed answer is not resolved);
+  the share over the group's execution-scored outcomes, absent when it has none.
 - precision / recall / F-beta: of the parsed answer; 0 when nothing parsed.
 - fbeta: mean reward over a group's localization outcomes (their reward is the F-beta);
   swe_rl_reward: mean reward over its `swe_rl` outcomes. Each is absent when the group has none,
@@ -81,8 +81,9 @@ def summarize(outcomes: Iterable[Outcome]) -> dict[str, dict[str, float]]:
         if localization:
             row["in_tree"] = _mean([o.in_tree for o in localization])
             row["fbeta"] = _mean([o.score for o in localization])
-        if any(o.resolved is not None for o in items):  # a malformed answer has None: not resolved
-            row["resolved"] = _mean([bool(o.resolved) for o in items if o.subtask in EDIT_SUBTASKS])
+        executed = [o.resolved for o in items if o.resolved is not None]
+        if executed:
+            row["resolved"] = _mean(executed)
         swe_rl = [o.score for o in items if o.subtask == "swe_rl"]
         if swe_rl:
             row["swe_rl_reward"] = _mean(swe_rl)

@@ -135,7 +135,8 @@ def run_main(config: MainConfig) -> dict[str, Any]:
         print(f"added {added} renamed copies of the training file-localization records")
     timings["data"] = time.perf_counter() - t
 
-    t = _stage("baselines: " + ", ".join(BASELINES) + (", the rule-based repair" * evaluates(config, EDIT)))
+    t = _stage("baselines: " + ", ".join([*BASELINES * evaluates(config, "file_localization"),
+                                          *["the rule-based repair"] * evaluates(config, EDIT)]))
     train = read_split_records(records, "train", ("file_localization",))
     baselines, baseline_items, per_record = {}, {}, {}
     for style, records_dir in records_of.items():

@@ -158,8 +158,8 @@ def compute_execution(meta: Mapping[str, Any], response: str, with_similarity: b
     format of the record's subtask (`meta["subtask"]`, default `swe_rl`)."""
     context = normalize_file_keys(meta["code_context"])
     pred = answer_edits(context, response, subtask(meta.get("subtask", "swe_rl")).family)
-    if isinstance(pred, FormatError):
-        return SWE_RL_MIN_SCORE, pred.info()
+    if isinstance(pred, FormatError):  # not resolved: no tests run for a malformed answer
+        return SWE_RL_MIN_SCORE, {**pred.info(), "resolved": False}
     new_contents, parse_info = pred
     config = from_dict(ExecutionConfig, meta["execution"], "execution")
     result = tests_result(config, meta["instance_id"], edit_patch(context, new_contents))
