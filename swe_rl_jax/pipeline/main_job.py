@@ -139,6 +139,8 @@ def run_main(config: MainConfig) -> dict[str, Any]:
 
     resolutions: dict[str, dict[str, Any]] = {}
     resolvable = bool(held_out_instance_ids(records))
+    resolution = dataclasses.replace(config.resolution, agentless=dataclasses.replace(
+        config.resolution.agentless, tree_outline=config.tree_outline))  # resolve shows the trained tree
 
     def evaluate(stage: str, model: ModelSource) -> dict[str, dict[str, Any]]:
         summaries = {}
@@ -152,7 +154,7 @@ def run_main(config: MainConfig) -> dict[str, Any]:
                                         if r["subtask"] == "file_localization"}
             summaries[style] = report["summary"]
         if config.resolution.enabled and resolvable:
-            resolutions[stage] = resolve_stage(config.resolution, stage, model, records, out, timings)
+            resolutions[stage] = resolve_stage(resolution, stage, model, records, out, timings)
         return summaries
 
     summaries = {"base": evaluate("base", config.model)}
