@@ -244,3 +244,24 @@ def test_resolve_checks_its_inputs_before_loading_the_model(repos, overrides, ne
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and "/no/such/model" not in err  # the model was never loaded
     assert not out.exists()
+
+
+@pytest.mark.parametrize("tree_outline", [False, True])
+def test_file_localization_prompt_shows_the_outline_when_asked(sample, tree_outline):
+    from swe_rl_jax.data.sources import GitRepo, Snapshot
+    from swe_rl_jax.eval.agentless import Resolution, _Repo, localize_files
+
+    repos, _ = sample
+    repo = _Repo(Snapshot(GitRepo(repos["quillsoft/configlet"]), "HEAD"), AgentlessOptions(tree_outline=tree_outline))
+    prompts_seen = []
+
+    def respond(prompts, n):
+        prompts_seen.extend(prompts)
+        return [["```\nconfiglet/types.py\n```"]]
+
+    files = localize_files("to_bool('on') fails", repo, respond, AgentlessOptions(tree_outline=tree_outline),
+                           Resolution("x", "", "patch"), "x")
+    assert files == ["configlet/types.py"]
+    line = "    env.py  # _env_key, environ_overrides, overlay_environ\n"
+    assert (line in prompts_seen[0][-1]["content"]) == tree_outline
+    assert "    env.py\n" in prompts_seen[0][-1]["content"] or tree_outline

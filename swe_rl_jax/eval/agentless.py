@@ -60,7 +60,7 @@ from swe_rl_jax.data import prompts
 from swe_rl_jax.data.options import make_token_counter
 from swe_rl_jax.data.patches import split_lines
 from swe_rl_jax.data.pysource import Item, SourceSyntaxError, outline, parse_source
-from swe_rl_jax.data.skeleton import SourceFilter, budgeted_tree, file_skeleton
+from swe_rl_jax.data.skeleton import SourceFilter, budgeted_tree, file_skeleton, outline_note
 from swe_rl_jax.data.sources import GitError, GitRepo, Instance, RepoLocator, Snapshot
 from swe_rl_jax.data.windows import relevant_ranges, render_ranges
 from swe_rl_jax.rewards import (FormatError, after_think, apply_search_replace, git_diff, normalized_patch,
@@ -88,6 +88,7 @@ class AgentlessOptions:
     context_lines: int = 10  # ±lines around located items (line prompt) and lines (edit prompt)
     num_samples: int = 4  # repair samples per instance (Agentless: 40)
     tree_max_tokens: int = 8192  # budget of the repository tree (chars/4 estimate)
+    tree_outline: bool = False  # the tree lists the names each file defines, as `build-data --tree-outline`
     max_shown_lines: int = 800  # code lines per line/edit prompt
     semantics: Literal["agentless", "swe_rl"] = "agentless"  # how SEARCH/REPLACE blocks are applied
     file_patterns: tuple[str, ...] = ("*.py",)  # source files: file-name patterns or path globs
@@ -334,7 +335,9 @@ def localize_files(issue: str, repo: _Repo, respond: Respond, options: Agentless
     words = issue_words(issue)
     # Under a tight tree budget, files whose path shares a word with the issue are kept first.
     keep = [p for p in repo.source_files if any(w in p.lower() for w in words)][:50]
-    tree = budgeted_tree(repo.source_files, keep, options.tree_max_tokens, count, salt=instance_id)
+    notes = {p: outline_note(items) for p in repo.source_files if (items := repo.outline(p))} \
+        if options.tree_outline else None
+    tree = budgeted_tree(repo.source_files, keep, options.tree_max_tokens, count, salt=instance_id, notes=notes)
     answer = _answer(respond, _message(prompts.file_localization(issue, tree.text)))
     res.responses["file"] = answer
     parsed = parse_file_list(answer[0] if answer else "", tree.files)

@@ -160,6 +160,8 @@ def run_main(config: MainConfig) -> dict[str, Any]:
 
     resolutions: dict[str, dict[str, Any]] = {}
     resolvable = bool(held_out_instance_ids(records, instances, config.resolution.max_instances))
+    resolution = dataclasses.replace(config.resolution, agentless=dataclasses.replace(
+        config.resolution.agentless, tree_outline=config.tree_outline))  # resolve shows the trained tree
 
     def evaluate(stage: str, model: ModelSource) -> dict[str, dict[str, Any]]:
         summaries = {}
@@ -176,7 +178,7 @@ def run_main(config: MainConfig) -> dict[str, Any]:
                 edits[stage] = judge_stage_edits(config.resolution, stage, report, edit_records, instances, out,
                                                  timings)
         if config.resolution.enabled and resolvable:
-            resolutions[stage] = resolve_stage(config.resolution, stage, model, records, instances, out, timings)
+            resolutions[stage] = resolve_stage(resolution, stage, model, records, instances, out, timings)
         return summaries
 
     summaries = {"base": evaluate("base", config.model)}
