@@ -112,8 +112,10 @@ def test_edit_stage_tiny_end_to_end(tmp_path, tiny_llama):
     out = tmp_path / "resolve_demo"
     assert cli(["main", "--config", str(CONFIGS_DIR / "resolve_demo.yaml"), f"out_dir={out}", f"model.checkpoint={tiny_llama}",
                 "model.tokenizer=smollm2", "sft.num_steps=2", "sft.progress=false", "rl.num_steps=1",
-                "rl.progress=false", "rl.sampling.max_new_tokens=8", "rl.heldout.every=1", "rl.heldout.samples=1",
-                "rl.heldout.max_examples=2", "eval.max_examples=2", "eval.sampling.max_new_tokens=8"]) == 0
+                # one prompt, a group of 2: two harness runs per RL step keep the test short
+                "rl.progress=false", "rl.sampling.max_new_tokens=8", "rl.grpo.group_size=2", "rl.grpo.max_refills=0",
+                "rl.update.prompts_per_step=1", "rl.heldout.every=1", "rl.heldout.samples=1",
+                "rl.heldout.max_examples=1", "eval.max_examples=2", "eval.sampling.max_new_tokens=8"]) == 0
     results = json.loads((out / "results.json").read_text())
     assert set(results["edit_table"]) == {"repair_rule", "base", "sft", "sft_rl"}
     assert set(results["edit_comparisons"]) == {"sft_rl - repair_rule", "sft_rl - base", "sft_rl - sft"}
