@@ -2,6 +2,7 @@
 sample repository is held out once, with the same config.
 
     python tools/cross_validate.py --out DIR [--folds owner/name,...] [--table-only] [key=value ...]
+    python tools/cross_validate.py --out DIR --baselines-only     # the trivial baselines per fold, ~1 min each
 
 Each fold runs `python -m swe_rl_jax.cli main out_dir=DIR/<owner>__<name> held_out_repo=<repo>
 key=value ...` in its own process (about the main job's time each; run folds one by one with
@@ -20,14 +21,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from swe_rl_jax.pipeline.cross_validation import (cross_validation_table, format_cross_validation, run_fold,
-                                                      sample_repos)
+    from swe_rl_jax.pipeline.cross_validation import (baseline_fold, cross_validation_table, format_baseline_folds,
+                                                      format_cross_validation, run_fold, sample_repos)
+    from swe_rl_jax.synth.issue_text import ISSUE_STYLES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="directory of the folds and the table")
     parser.add_argument("--folds", default="", help="comma-separated held-out repositories (default: every sample "
                                                     "repository)")
     parser.add_argument("--table-only", action="store_true", help="only collect the folds already run")
+    parser.add_argument("--baselines-only", action="store_true", help="only the trivial baselines of each fold, "
+                                                                      "every issue style (no model)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the main job's config, every fold")
     args = parser.parse_args(argv)
     repos = sample_repos()
@@ -36,6 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: --folds {', '.join(unknown)}: not a sample repository ({', '.join(repos)})", file=sys.stderr)
         return 2
+    if args.baselines_only:
+        folds_rows = {repo: baseline_fold(args.out, repo, ISSUE_STYLES) for repo in folds}
+        markdown = format_baseline_folds(folds_rows)
+        with open(os.path.join(args.out, "baseline_folds.json"), "w") as f:
+            json.dump(folds_rows, f, indent=2, sort_keys=True)
+        with open(os.path.join(args.out, "baseline_folds.md"), "w") as f:
+            f.write(markdown)
+        print(markdown)
+        return 0
     if not args.table_only:
         for repo in folds:
             fold = run_fold(args.out, repo, args.overrides)

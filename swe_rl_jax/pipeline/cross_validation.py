@@ -15,8 +15,12 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from swe_rl_jax.data.build import BuildOptions, build_sample
+from swe_rl_jax.data.records import read_split_records
 from swe_rl_jax.data.sample import load_manifest
-from swe_rl_jax.eval.baselines import BASELINES
+from swe_rl_jax.data.sources import RepoLocator
+from swe_rl_jax.eval.baselines import BASELINES, baseline_outcomes
+from swe_rl_jax.eval.stats import wilson_interval
 
 MODELS = ("base", "sft", "sft_rl")
 
@@ -79,6 +83,43 @@ def cross_validation_table(out: str | Path, repos: Sequence[str]) -> dict[str, A
                for repo in folds if (fold_dir(out, repo) / "fold.json").is_file()}
     return {"folds": list(folds), "missing": [r for r in repos if r not in folds], "tables": tables,
             "seconds": seconds, "config": next(iter(folds.values()))["config"]}
+
+
+def baseline_fold(out: str | Path, repo: str, styles: Sequence[str], max_examples: int = 64) -> dict[str, Any]:
+    """The trivial baselines alone on one fold (no model, seconds instead of a main run): the
+    sample built with `repo` held out, per issue style the held-out file hit of every baseline on
+    the first `max_examples` held-out file-localization records, and the strongest one's 95 %
+    Wilson interval."""
+    directory = fold_dir(out, repo)
+    rows = {}
+    for style in styles:
+        records = directory / f"records_{style}"
+        build_sample(records, BuildOptions(held_out_repos=(repo,)), synthesized=True, repos_dir=directory / "repos",
+                     issue_style=style)
+        held_out = read_split_records(records, "validation", ("file_localization",), max_examples)
+        train = read_split_records(records, "train", ("file_localization",))
+        outcomes = baseline_outcomes(held_out, RepoLocator(directory / "repos"), train)
+        row: dict[str, Any] = {name: sum(o.hit for o in items) / len(items) for name, items in outcomes.items()}
+        strongest = max(BASELINES, key=lambda name: row[name])
+        row.update(n=len(held_out), strongest=strongest,
+                   ci=list(wilson_interval(sum(o.hit for o in outcomes[strongest]), len(held_out))))
+        rows[style] = row
+    return rows
+
+
+def format_baseline_folds(folds: dict[str, dict[str, Any]]) -> str:
+    lines = []
+    for style in next(iter(folds.values())):
+        lines += [f"Held-out file hit of the trivial baselines, issue texts in the {style} style:", "",
+                  "| held-out repository (n) | " + " | ".join(BASELINES) + " | strongest [95% CI] |",
+                  "|---|" + "---|" * (len(BASELINES) + 1)]
+        for repo, rows in folds.items():
+            row = rows[style]
+            low, high = row["ci"]
+            lines.append(f"| {repo} ({row['n']}) | " + " | ".join(f"{row[name]:.3f}" for name in BASELINES)
+                         + f" | {row['strongest']} {row[row['strongest']]:.3f} [{low:.3f}, {high:.3f}] |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 def format_cross_validation(report: dict[str, Any]) -> str:
