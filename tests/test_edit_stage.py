@@ -89,6 +89,26 @@ def test_edit_prediction_is_the_git_diff_of_the_answer():
     assert edit_prediction(record, "no blocks at all").answer_error == "no_blocks"
 
 
+def test_reindent_applies_a_block_off_by_a_uniform_indentation():
+    record = _record("i1", OLD, OLD)
+    fixed = OLD.replace("        return 1\n    return 3", "        return 5\n    return 3")
+    for shift in ("", "        "):  # written one level too shallow, then one too deep
+        search = [shift + line for line in ("if x:", "    return 1", "return 3")]
+        replace = [shift + line for line in ("if x:", "    return 5", "return 3")]
+        answer = block("m.py", search, replace)
+        # f's `if x: return 1` is followed by `return 2`: only g's lines fit, four spaces in
+        assert answer_edits({"m.py": OLD}, answer, "sorft", reindent=True)[0] == {"m.py": fixed}
+        assert edit_prediction(record, answer).answer_error == "search_not_found"  # exact match by default
+        assert edit_prediction(record, answer, reindent=True).model_patch.endswith("-        return 1\n+        return 5\n"
+                                                                                    "     return 3\n")
+    # relative indentation differs from the file's: no uniform shift fits
+    skewed = block("m.py", ["if x:", "return 1"], ["if x:", "return 5"])
+    assert edit_prediction(record, skewed, reindent=True).answer_error == "search_not_found"
+    # an exact match is used as it is (every occurrence, SWE-RL's rule), not shifted
+    exact = block("m.py", ["        return 1"], ["        return 7"])
+    assert answer_edits({"m.py": OLD}, exact, "sorft", reindent=True)[0] == {"m.py": OLD.replace("return 1", "return 7")}
+
+
 def test_ground_truth_examples_cover_edit_records():
     records = [_record("i1", OLD, OLD.replace("return 3", "return 4")),
                _record("i2", OLD, OLD, subtask="swe_rl")]  # SWE-RL's format needs reasoning: left out

@@ -41,6 +41,9 @@ class ResolutionConfig:
     max_instances: int = 4  # pipeline setting: the first N held-out instances with tests, in record order
     workers: int = 2  # instances tested at once
     timeout_s: float = 120.0  # per instance's test run
+    # Edit setting: a SEARCH off by a uniform indentation is applied where it fits (the system's
+    # step from answer to patch, eval/edit_resolution.py); false = SWE-RL's exact match.
+    reindent: bool = True
 
     def __post_init__(self) -> None:
         require(self.max_prompt_tokens > 0, "max_prompt_tokens", "must be > 0")
@@ -72,7 +75,7 @@ def judge_edits(config: ResolutionConfig, records: Sequence[TaskRecord], respons
                 instances_file: Path, repos: Path, out_dir: Path) -> dict[str, Any]:
     """The edit setting: the harness report of one answer per edit record (out_dir/report.json)."""
     return resolution_report(records, responses, load_instances(instances_file, require_patch=False),
-                             RepoLocator(repos), load_specs(SPECS), config.harness(), out_dir)
+                             RepoLocator(repos), load_specs(SPECS), config.harness(), out_dir, config.reindent)
 
 
 def resolve_and_evaluate(config: ResolutionConfig, model: ModelSource, records_dir: Path, instances_file: Path,

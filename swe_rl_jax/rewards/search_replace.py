@@ -147,9 +147,45 @@ class EditResult:
     skipped: tuple[dict[str, Any], ...]  # agentless only: {"block", "path", "kind"} per skipped edit
 
 
-def _apply_one(content: str, block: SearchReplaceBlock, first_only: bool) -> str | FormatError:
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def reindented(content: str, block: SearchReplaceBlock) -> SearchReplaceBlock | None:
+    """`block` shifted to the indentation where its SEARCH lines occur in `content` when they occur
+    there only with a different uniform indentation (the lines' relative indentation kept, blank
+    lines matching blank lines), the REPLACE lines shifted alike; None when there is no such place.
+    The first such place counts. Small models often write the right lines one level off: Aider
+    applies such blocks the same way."""
+    search, replace = block.search.split("\n"), block.replace.split("\n")
+    written = [line for line in search + replace if line.strip()]
+    if not block.search.strip():
+        return None
+    common = min((_indent(line) for line in written), key=len)
+    if not all(line.startswith(common) for line in written):
+        return None  # mixed tabs and spaces: no uniform shift
+
+    def bare(lines: list[str]) -> list[str]:
+        return [line[len(common):] if line.strip() else "" for line in lines]
+
+    search_bare, replace_bare = bare(search), bare(replace)
+    lines = content.split("\n")
+    first = next(j for j, line in enumerate(search_bare) if line)
+    for i in range(first, len(lines) - len(search_bare) + first + 1):
+        prefix = lines[i][: len(lines[i]) - len(search_bare[first])]
+        if prefix.strip(" \t") or lines[i] != prefix + search_bare[first]:
+            continue
+        window = lines[i - first: i - first + len(search_bare)]
+        if all((w == prefix + b) if b else not w.strip() for w, b in zip(window, search_bare)):
+            return dataclasses.replace(block, search="\n".join(window),
+                                       replace="\n".join(prefix + b if b else "" for b in replace_bare))
+    return None
+
+
+def _apply_one(content: str, block: SearchReplaceBlock, first_only: bool, reindent: bool = False) -> str | FormatError:
     """One block on one file's content. Matching is anchored at line starts: both the file and
-    the SEARCH text are matched as if preceded by a newline, so a SEARCH starting mid-line fails."""
+    the SEARCH text are matched as if preceded by a newline, so a SEARCH starting mid-line fails.
+    `reindent`: a SEARCH found only at another uniform indentation is applied there (`reindented`)."""
     where = f"block for {block.path!r}"
     if block.search == block.replace:
         return FormatError("identical_search_replace", f"{where}: SEARCH and REPLACE are identical")
@@ -161,6 +197,10 @@ def _apply_one(content: str, block: SearchReplaceBlock, first_only: bool) -> str
             )
         return block.replace
     haystack, needle = "\n" + content, "\n" + block.search
+    if needle not in haystack and reindent:
+        shifted = reindented(content, block)
+        if shifted is not None:
+            return _apply_one(content, shifted, first_only)
     if needle not in haystack:
         return FormatError("search_not_found", f"{where}: SEARCH text not found at a line start")
     count = 1 if first_only else haystack.count(needle)
@@ -176,8 +216,11 @@ def apply_search_replace(
     files: Mapping[str, str],
     blocks: Sequence[SearchReplaceBlock],
     semantics: Semantics = "swe_rl",
+    reindent: bool = False,
 ) -> EditResult | FormatError:
     """Applies blocks in order to `files` (path → content; an absent path is an empty file).
+    `reindent`: a SEARCH that matches only at another uniform indentation is applied there, its
+    REPLACE shifted alike (`reindented`; off for the rewards, which keep SWE-RL's exact match).
 
     - "swe_rl" (the SWE-RL reward): every occurrence is replaced; the first block that is
       identical, not found, an empty SEARCH on a non-empty file, or would grow a file past
@@ -192,7 +235,7 @@ def apply_search_replace(
     skipped: list[dict[str, Any]] = []
     for k, block in enumerate(blocks):
         current = contents.get(block.path, files.get(block.path, ""))
-        result = _apply_one(current, block, first_only)
+        result = _apply_one(current, block, first_only, reindent)
         if isinstance(result, FormatError):
             if not first_only:
                 return FormatError(result.kind, result.reason, {"block": k})

@@ -41,15 +41,15 @@ def normalize_file_keys(files: Mapping[str, str]) -> dict[str, str]:
 
 
 def predicted_contents(
-    code_context: Mapping[str, str], answer: str, fenced: bool = False
+    code_context: Mapping[str, str], answer: str, fenced: bool = False, reindent: bool = False
 ) -> tuple[dict[str, str], dict[str, Any]] | FormatError:
     """Parses the SEARCH/REPLACE blocks of `answer` (`fenced`: the paper's fence rule) and applies
-    them with SWE-RL semantics. Returns (path → new content of each edited file, parse info) or
-    the first FormatError."""
+    them with SWE-RL semantics (`reindent`: see `search_replace.reindented`). Returns (path → new
+    content of each edited file, parse info) or the first FormatError."""
     edits = parse_search_replace(answer, fenced)
     if isinstance(edits, FormatError):
         return edits
-    applied = apply_search_replace(code_context, edits.blocks, "swe_rl")
+    applied = apply_search_replace(code_context, edits.blocks, "swe_rl", reindent)
     if isinstance(applied, FormatError):
         return FormatError(applied.kind, applied.reason,
                            {**applied.details, "malformed_blocks": edits.malformed})
@@ -57,19 +57,20 @@ def predicted_contents(
 
 
 def answer_edits(code_context: Mapping[str, str], response: str, answer_format: AnswerFormat,
-                 fenced: bool = True) -> tuple[dict[str, str], dict[str, Any]] | FormatError:
+                 fenced: bool = True, reindent: bool = False) -> tuple[dict[str, str], dict[str, Any]] | FormatError:
     """(path → new content of each file the answer edits, parse info): the response's blocks,
     read in `answer_format` (with `fenced`, the paper's fence rule for "swe_rl"), applied with
-    SWE-RL semantics to `code_context` (keys already normalized); or its first FormatError."""
+    SWE-RL semantics to `code_context` (keys already normalized; `reindent`: a SEARCH off by a
+    uniform indentation is applied where it fits, as the evaluation does); or its first FormatError."""
     error = check_response(response)
     if error is not None:
         return error
     if answer_format == "sorft":
-        return predicted_contents(code_context, after_think(response))
+        return predicted_contents(code_context, after_think(response), reindent=reindent)
     envelope = parse_think_solution(response)
     if isinstance(envelope, FormatError):
         return envelope
-    return predicted_contents(code_context, envelope.answer, fenced)
+    return predicted_contents(code_context, envelope.answer, fenced, reindent)
 
 
 def patch_similarity(
