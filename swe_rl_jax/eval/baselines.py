@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import re
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -111,6 +112,8 @@ def bm25_scores(query: str, documents: Sequence[str]) -> list[float]:
     """BM25 score of each document for `query` (`bm25s`, Lucene variant)."""
     import bm25s
 
+    # bm25s sets its own logger to DEBUG at import: one line per index, hundreds per job.
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
     retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
     retriever.index([code_terms(d) for d in documents], show_progress=False)
     terms = code_terms(query)
