@@ -42,13 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.baselines_only:
         folds_rows = {repo: baseline_fold(args.out, repo, ISSUE_STYLES) for repo in folds}
-        markdown = format_baseline_folds(folds_rows)
-        with open(os.path.join(args.out, "baseline_folds.json"), "w") as f:
-            json.dump(folds_rows, f, indent=2, sort_keys=True)
-        with open(os.path.join(args.out, "baseline_folds.md"), "w") as f:
-            f.write(markdown)
-        print(markdown)
-        return 0
+        return _write(args.out, "baseline_folds", folds_rows, format_baseline_folds(folds_rows))
     if not args.table_only:
         for repo in folds:
             fold = run_fold(args.out, repo, args.overrides)
@@ -61,10 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    markdown = format_cross_validation(report)
-    with open(os.path.join(args.out, "cross_validation.json"), "w") as f:
+    return _write(args.out, "cross_validation", report, format_cross_validation(report))
+
+
+def _write(out: str, name: str, report: dict, markdown: str) -> int:
+    """`out/name.json` and `out/name.md`; the table also goes to stdout."""
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
         json.dump(report, f, indent=2, sort_keys=True)
-    with open(os.path.join(args.out, "cross_validation.md"), "w") as f:
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
         f.write(markdown)
     print(markdown)
     return 0
