@@ -10,7 +10,7 @@ from swe_rl_jax.rl.run import RLConfig
 from swe_rl_jax.sft.run import SFTConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-CLASSES = {"main": MainConfig, "grpo_demo": MainConfig, "demo": DemoConfig, "sorft_sft": SFTConfig, "sft_tiny": SFTConfig, "swe_rl_grpo": RLConfig,
+CLASSES = {"main": MainConfig, "grpo_demo": MainConfig, "resolve_demo": MainConfig, "demo": DemoConfig, "sorft_sft": SFTConfig, "sft_tiny": SFTConfig, "swe_rl_grpo": RLConfig,
            "sorft_ppo": RLConfig,
            "rl_tiny": RLConfig, "grpo_tests_pass": RLConfig}
 

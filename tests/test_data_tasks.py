@@ -189,7 +189,10 @@ def test_ground_truth_of_every_subtask(shapes_repo):
     edit = r["edit_generation"]
     assert edit.ground_truth["oracle_new_content"] == {
         "pkg/extra.py": "EXTRA = 1\n", "pkg/shapes.py": NEW_SHAPES, "pkg/util.py": "import functools\n" + UTIL}
-    assert edit.context == {"code_context": {"pkg/shapes.py": SHAPES, "pkg/util.py": UTIL}}
+    # Both files are short enough that their segments (changes +- the context lines) cover them whole.
+    assert edit.context == {"code_context": {"pkg/shapes.py": SHAPES, "pkg/util.py": UTIL},
+                            "shown": {"pkg/shapes.py": [[1, len(SHAPES.splitlines())]],
+                                      "pkg/util.py": [[1, len(UTIL.splitlines())]]}}
     assert edit.ground_truth["changed_lines"] == r["line_localization"].ground_truth["items"]
     assert "tests/test_shapes.py" not in edit.ground_truth["patch"] and "pkg/extra.py" in edit.ground_truth["patch"]
 
