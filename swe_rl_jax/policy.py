@@ -31,8 +31,8 @@ class ModelSource:
     tokenizer: str = ""  # default: the checkpoint's own tokenizer
     dtype: DTypeName = "float32"  # compute dtype
     param_dtype: DTypeName = "float32"  # master weights
-    # Compute dtype of generation (eval, RL rollouts, resolve); "" = dtype. On a CPU with bfloat16
-    # units, bfloat16 trains ~2x faster but decodes ~4x slower than float32 (docs/BENCHMARKS.md).
+    # Compute dtype of generation (eval, RL rollouts, resolve); "" = dtype. On this project's CPU a
+    # bfloat16 train step is 13 % faster than float32 and decoding 2.6-10x slower (docs/BENCHMARKS.md).
     sampling_dtype: Literal["", "float32", "bfloat16"] = ""
     # auto: splash on TPU, cudnn on GPU, dense on CPU; chunked: blockwise, any backend (models/attention.py)
     attention_impl: AttentionImpl = "auto"

@@ -6,7 +6,10 @@ steps (each chunk starts from the last one's weights, with a new shuffle and a c
 after each chunk a greedy answer to every chosen held-out edit record, judged by the harness.
 
     python tools/edit_budget_curve.py --run outputs/resolve_demo --out DIR [--chunks 4 --steps 30
-        --lr 1e-4 --records 64:123]
+        --lr 1e-4 --records 64:123 --config configs/resolve_demo.yaml]
+
+The model, the SFT shapes, the greedy evaluation and the harness settings are the config's (the
+run's own config), so the curve measures the run's SFT and nothing else.
 
 `--records A:B` picks held-out edit records A..B-1 (in file order): the development records, kept
 apart from the first 64 that the main job reports. Writes DIR/curve.json after every chunk (so a
@@ -34,6 +37,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=30, help="SFT steps per chunk")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--records", default="64:123", help="held-out edit records A:B (file order)")
+    p.add_argument("--config", default=str(Path(__file__).resolve().parents[1] / "configs" / "resolve_demo.yaml"),
+                   help="the main-job config the run was made with")
     return p.parse_args(argv)
 
 
@@ -60,41 +65,43 @@ def plot_budget_curve(points: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     run, out = Path(args.run), Path(args.out)
-    lines = (run / "records" / "validation" / f"{EDIT}.jsonl").read_text().splitlines()
+    held_out = run / "records" / "validation" / f"{EDIT}.jsonl"
+    lines = held_out.read_text().splitlines() if held_out.is_file() else []
     start, stop = (int(x) for x in args.records.split(":"))
     if not (run / "sft_data").is_dir() or not lines[start:stop]:
         print(f"error: {run} has no sft_data/ or no held-out edit records {args.records}", file=sys.stderr)
         return 2
 
+    from swe_rl_jax.config import load_config
     from swe_rl_jax.data.records import read_split_records
-    from swe_rl_jax.eval.run import EvalConfig, run_eval
-    from swe_rl_jax.pipeline.resolution import ResolutionConfig, judge_edits, write_sample_instances
-    from swe_rl_jax.policy import ModelSource
-    from swe_rl_jax.sampling import SamplingParams
-    from swe_rl_jax.sft.run import SFTConfig, run_sft
-    from swe_rl_jax.train import OptimizerConfig
+    from swe_rl_jax.eval.run import run_eval
+    from swe_rl_jax.pipeline.main_job import MainConfig
+    from swe_rl_jax.pipeline.resolution import judge_edits, write_sample_instances
+    from swe_rl_jax.sft.run import run_sft
 
+    config = load_config(MainConfig, args.config)
     chosen = out / "records"
     (chosen / "validation").mkdir(parents=True, exist_ok=True)
     (chosen / "validation" / f"{EDIT}.jsonl").write_text("\n".join(lines[start:stop]) + "\n")
     records = read_split_records(chosen, "validation", (EDIT,))
     instances = write_sample_instances(out / "instances.jsonl", synthesized=True)
-    model = ModelSource(checkpoint="smollm2", dtype="bfloat16", sampling_dtype="float32")
+    model = config.model
     points = []
     for k in range(1, args.chunks + 1):
         chunk = out / f"sft_{k}"
         t = time.perf_counter()
-        run_sft(SFTConfig(sft_dir=str(run / "sft_data"), model=model, out_dir=str(chunk), subtasks=(EDIT,),
-                          inputs_length=1344, targets_length=192, batch_size=1, num_steps=args.steps, seed=k,
-                          eval_examples=0, save_every=args.steps, remat="none", progress=False,
-                          optimizer=OptimizerConfig(lr=args.lr, schedule="constant", warmup_steps=2 if k == 1 else 0)))
+        optimizer = dataclasses.replace(config.sft.optimizer, lr=args.lr, schedule="constant",
+                                        warmup_steps=config.sft.optimizer.warmup_steps if k == 1 else 0)
+        run_sft(dataclasses.replace(config.sft, sft_dir=str(run / "sft_data"), model=model, out_dir=str(chunk),
+                                    num_steps=args.steps, seed=k, save_every=args.steps, progress=False,
+                                    optimizer=optimizer))
         sft_s = time.perf_counter() - t
-        model = dataclasses.replace(model, checkpoint=str(chunk / "hf"), tokenizer="smollm2")
-        report = run_eval(EvalConfig(records_dir=str(chosen), model=model, split="validation", subtasks=(EDIT,),
-                                     sampling=SamplingParams(max_new_tokens=96, temperature=0.0),
-                                     out_dir=str(chunk / "eval"), batch_size=16))
+        model = dataclasses.replace(model, checkpoint=str(chunk / "hf"), tokenizer=config.model.tokenizer or
+                                    config.model.checkpoint)
+        report = run_eval(dataclasses.replace(config.eval, records_dir=str(chosen), model=model, split="validation",
+                                              subtasks=(EDIT,), max_examples=0, out_dir=str(chunk / "eval")))
         response = {r["task_id"]: r["response"] for r in report["records"]}
-        judged = judge_edits(ResolutionConfig(workers=2), records, [response[r.task_id] for r in records], instances,
+        judged = judge_edits(config.resolution, records, [response[r.task_id] for r in records], instances,
                              run / "repos", chunk / "edits")["summary"]
         points.append({"steps": k * args.steps, "sft_s": round(sft_s, 1), "n": judged["instances"],
                        "applied": judged["applied"], "resolved": judged["resolved"],

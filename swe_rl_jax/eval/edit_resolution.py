@@ -17,6 +17,7 @@ full pipeline, where the model also finds the files.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -58,10 +59,7 @@ def resolution_report(records: Sequence[TaskRecord], responses: Sequence[str], i
     report = evaluate_predictions([dataclasses.asdict(p) for p in predictions], instances, locator, specs, options)
     for record, prediction in zip(report["records"], predictions):
         record.update(model_patch=prediction.model_patch, answer_error=prediction.answer_error or None)
-    errors: dict[str, int] = {}
-    for p in predictions:
-        if p.answer_error:
-            errors[p.answer_error] = errors.get(p.answer_error, 0) + 1
+    errors = collections.Counter(p.answer_error for p in predictions if p.answer_error)
     report["summary"]["answer_errors"] = dict(sorted(errors.items()))
     if out_dir is not None:
         write_report(report, out_dir)

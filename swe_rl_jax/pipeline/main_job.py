@@ -148,7 +148,8 @@ def run_main(config: MainConfig) -> dict[str, Any]:
         per_record[style] = {name: {r.task_id: o.hit for r, o in zip(held_out, items)}
                              for name, items in outcomes.items()}
     # The edit setting is judged in the training style only: the harness runs the same tests for any text.
-    edit_records = read_split_records(records, config.eval.split, (EDIT,), config.eval.max_examples)
+    edit_records = (read_split_records(records, config.eval.split, (EDIT,), config.eval.max_examples)
+                    if evaluates(config, EDIT) else [])
     edits: dict[str, dict[str, Any]] = {}  # model or baseline -> its edit-setting report
     if evaluates(config, EDIT):
         precision = fit_kind_precision(read_split_records(records, "train", (EDIT,)))
