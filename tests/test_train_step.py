@@ -129,6 +129,7 @@ def test_loop_writes_jsonl_and_tensorboard_with_throughput_and_mfu(tmp_path):
     for r in records:
         assert r["tokens_per_second"] == pytest.approx(24 / r["step_seconds"])
         assert {"loss", "grad_norm", "finite", "skipped_steps"} <= r.keys()
+        assert r["host/peak_rss_gb"] >= r["host/rss_gb"] > 0
     assert "mfu" not in records[0]  # CPU: no known peak, so no MFU unless configured
     assert list((tmp_path / "logs").glob("events.out.tfevents.*"))
 
@@ -141,3 +142,16 @@ def test_flop_count_and_mfu_by_hand():
     assert train_flops_per_token(CFG, 12) == per_token
     assert mfu(1e12, 2.0, 4, 1e12) == pytest.approx(0.125)
     assert mfu(1e12, 2.0, 4, None) is None
+
+
+def test_host_memory_matches_the_kernels_own_accounting():
+    from swe_rl_jax.train.metrics import host_memory_gb
+
+    ballast = np.ones(64 * 2**20 // 8)  # 64 MiB touched now: the resident size must see it
+    memory = host_memory_gb()
+    # /proc/self/status reports the same two numbers through another interface, in kB.
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+    rss, peak = (int(status[k].split()[0]) / 2**20 for k in ("VmRSS", "VmHWM"))
+    assert memory["host/rss_gb"] == pytest.approx(rss, abs=0.02)
+    assert memory["host/peak_rss_gb"] == pytest.approx(peak, abs=0.02)
+    assert memory["host/peak_rss_gb"] >= memory["host/rss_gb"] >= ballast.nbytes / 2**30

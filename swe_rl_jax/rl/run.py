@@ -40,6 +40,7 @@ from swe_rl_jax.subtasks import DEFAULT_REWARDS, SUBTASKS
 from swe_rl_jax.train import (Checkpointer, MetricsWriter, OptimizerConfig, PreemptionFlag, abstract_train_state,
                               create_train_state, learning_rate_schedule, make_optimizer)
 from swe_rl_jax.train.loop import check_resumable
+from swe_rl_jax.train.metrics import host_memory_gb
 
 
 @dataclass(frozen=True)
@@ -288,9 +289,11 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
                 state, metrics = trainer.step(state, position, stream.take, score)
             position += 1
             metrics["prompts_too_long"] = too_long
+            metrics.update(host_memory_gb())  # after the rollout and the update; the held-out check adds its own
             if heldout is not None and (position % config.heldout.every == 0 or position == config.num_steps):
                 heldout_history.append(heldout(replica_on_host(model_config, state.params, rules)))
                 metrics.update(heldout_history[-1])
+                metrics["heldout/host_peak_rss_gb"] = host_memory_gb()["host/peak_rss_gb"]
             history.append(metrics)
             run.setdefault("reward_first", float(metrics["reward_mean"]))
             run["reward_last"] = float(metrics["reward_mean"])

@@ -19,7 +19,7 @@ from swe_rl_jax.config import ConfigError, require
 from swe_rl_jax.parallel.distributed import any_process
 from swe_rl_jax.train.checkpointing import Checkpointer, PreemptionFlag
 from swe_rl_jax.train.losses import Batch
-from swe_rl_jax.train.metrics import MetricsWriter, mfu, peak_flops_per_device
+from swe_rl_jax.train.metrics import MetricsWriter, host_memory_gb, mfu, peak_flops_per_device
 from swe_rl_jax.train.state import TrainState
 from swe_rl_jax.train.step import TrainStep
 
@@ -143,7 +143,7 @@ def train_loop(
                 bad_in_row = 0
             else:
                 bad_in_row, skipped = bad_in_row + 1, skipped + 1
-            host.update(step_seconds=seconds, skipped_steps=skipped)
+            host.update(step_seconds=seconds, skipped_steps=skipped, **host_memory_gb())
             if tokens_per_batch:
                 host["tokens_per_second"] = tokens_per_batch / seconds
             if flops_per_batch:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import math
+import resource
+import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -36,6 +38,21 @@ def mfu(flops: float, seconds: float, num_devices: int, peak_per_device: Optiona
     if not peak_per_device or seconds <= 0:
         return None
     return flops / seconds / (num_devices * peak_per_device)
+
+
+def host_memory_gb() -> dict[str, float]:
+    """This process's resident memory now and at its peak, in GiB: on a CPU host the model, the
+    optimizer and every compiled program's buffers live there, so these are the numbers that
+    decide whether a run is killed for memory."""
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    peak = peak_kib / (2**30 if sys.platform == "darwin" else 2**20)
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):  # no procfs (macOS): the peak alone
+        return {"host/peak_rss_gb": peak}
+    rss = pages * resource.getpagesize() / 2**30
+    # The kernel updates its high-water mark lazily, so it can trail the current size.
+    return {"host/rss_gb": rss, "host/peak_rss_gb": max(peak, rss)}
 
 
 class MetricsWriter:
