@@ -50,6 +50,14 @@ def test_render_edit_uses_the_fewest_unique_lines():
         "m.py", ["def k():", "    return 1"], ["def k():", "    return 2"])
 
 
+def test_render_edit_counts_overlapping_occurrences():
+    # 30 equal lines occur 11 times in 40 (str.count, non-overlapping, says once): no SEARCH text
+    # within the context limit is unique, so no answer rather than one that edits the wrong place.
+    old, new = "x = 0\n" * 40, "x = 0\n" * 20 + "x = 1\n" + "x = 0\n" * 19
+    with pytest.raises(ValueError, match="occurs only once"):
+        render_edit({"m.py": old}, {"m.py": new})
+
+
 def test_rendered_answers_reproduce_the_merged_files():
     news = [OLD.replace("return 3", "return 4").replace("def f(x):\n", "def f(x):\n    pass\n"),
             OLD.replace("    if x:\n        return 1\n    return 2\n", "    return 7\n")]

@@ -80,6 +80,13 @@ def _widened(hunks: Sequence[Hunk], context: int, n_old: int) -> list[tuple[int,
     return groups
 
 
+def _occurs_once(haystack: str, needle: str) -> bool:
+    """`needle` occurs exactly once in `haystack`, overlapping occurrences counted (`str.count`
+    counts only non-overlapping ones: 30 equal lines occur once in 40 by its count)."""
+    first = haystack.find(needle)
+    return first >= 0 and haystack.find(needle, first + 1) < 0
+
+
 def _file_blocks(path: str, old: str, new: str) -> list[str]:
     a, b = old.splitlines(), new.splitlines()
     if not a:  # a new file: an empty SEARCH and the whole file
@@ -91,7 +98,7 @@ def _file_blocks(path: str, old: str, new: str) -> list[str]:
         groups = _widened(hunks, context, len(a))
         # A SEARCH holds at least one line (an insertion needs an anchor) and occurs once where the
         # parsers look for it: at a line start (rewards/search_replace.py).
-        if all(hi > lo and haystack.count("\n" + "\n".join(a[lo:hi])) == 1 for lo, hi, _ in groups):
+        if all(hi > lo and _occurs_once(haystack, "\n" + "\n".join(a[lo:hi])) for lo, hi, _ in groups):
             break
     else:
         raise ValueError(f"{path}: no SEARCH text with up to {_MAX_CONTEXT} lines of context occurs only once")
