@@ -3,20 +3,23 @@
 The sample has no commercial teacher behind it, so this script plays one: for every task record it
 writes several responses derived from the ground truth — a correct answer with short reasoning, a
 partly right one, and wrong ones the filter must reject (a wrong file, a hallucinated path, a
-SEARCH block that is not in the file, a broken envelope). Deterministic: same records, same file.
+SEARCH block that is not in the file, a broken envelope). The right answers are rendered by
+`sft/ground_truth.py` (`render_localization`, `render_edit`); an edit task whose change
+`render_edit` cannot anchor uniquely gets only the wrong answers that do not contain it (counted and
+named on stdout). Deterministic: same records, same file.
 
-    python tools/make_teacher_responses.py --records OUT_OF_build-data --out data/sample/teacher_responses.jsonl
+    python -m swe_rl_jax.cli build-data --sample --out RECORDS
+    python tools/make_teacher_responses.py --records RECORDS --out data/sample/teacher_responses.jsonl
 """
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import random
 from pathlib import Path
 
 from swe_rl_jax.data.records import SPLITS, SUBTASKS, read_records, records_file
-from swe_rl_jax.sft.ground_truth import render_localization
+from swe_rl_jax.sft.ground_truth import render_edit, render_localization
 
 REASONS = [
     "The issue describes the failing behaviour; tracing it through the code points at these locations.",
@@ -50,49 +53,33 @@ def localization_answers(subtask: str, gt: list, candidates: list, rng: random.R
     ]
 
 
-def _occurrences(lines: list[str], window: list[str]) -> int:
-    n = len(window)
-    return sum(lines[i:i + n] == window for i in range(len(lines) - n + 1))
-
-
-def search_replace_blocks(old_files: dict[str, str], new_files: dict[str, str]) -> str:
-    """SEARCH/REPLACE blocks turning old into new; each hunk takes the least unchanged context (at
-    least one line) that makes its SEARCH text occur exactly once, as the prompt asks."""
-    blocks = []
-    for path, new in sorted(new_files.items()):
-        old = old_files.get(path, "")
-        if old == new:
-            continue
-        a, b = old.splitlines(), new.splitlines()
-        if not a:
-            blocks.append(f"```python\n### {path}\n<<<<<<< SEARCH\n=======\n{new.rstrip(chr(10))}\n>>>>>>> REPLACE\n```")
-            continue
-        for context in range(1, 12):
-            groups = list(difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context))
-            spans = [(g[0][1], g[-1][2], g[0][3], g[-1][4]) for g in groups]
-            if all(_occurrences(a, a[s0:s1]) == 1 for s0, s1, _, _ in spans):
-                break
-        for s0, s1, r0, r1 in spans:
-            search, replace = "\n".join(a[s0:s1]), "\n".join(b[r0:r1])
-            blocks.append(f"```python\n### {path}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n```")
-    return "\n\n".join(blocks)
-
-
-def edit_answers(record, rng: random.Random) -> list[str]:
+def edit_answers(record, rng: random.Random) -> tuple[list[str], bool]:
+    """(The record's responses, whether they include the right answer.) The right answer is
+    `render_edit`'s; when it cannot anchor the change uniquely (ValueError) the record gets only the
+    wrong answers that do not contain it, so no answer carries a SEARCH text that matches twice."""
     old = record.context["code_context"]
     new = record.ground_truth["oracle_new_content"]
-    right = search_replace_blocks(old, new)
+    try:
+        right = render_edit(old, new)
+    except ValueError:
+        right = None
     path = sorted(old)[0] if old else "pkg/module.py"
     missing = f"```python\n### {path}\n<<<<<<< SEARCH\n    return None  # this line is not in the file\n=======\n    return 0\n>>>>>>> REPLACE\n```"
     reason = rng.choice(REASONS)
     if record.subtask == "swe_rl":
+        wrong = [f"<think>\n{reason}\n</think>\n<solution>\n{missing}\n</solution>"]
+        if right is None:
+            return wrong, False
         return [
             f"<think>\n{reason}\n</think>\n<solution>\n{right}\n</solution>",
-            f"<think>\n{reason}\n</think>\n<solution>\n{missing}\n</solution>",
+            *wrong,
             f"{right}",  # no envelope: a format error
             f"<think></think><solution>\n{right}\n</solution>",  # empty reasoning
-        ]
-    return [f"{reason}\n\n{right}", f"{reason}\n\n{missing}", "The fix is to handle the edge case properly."]
+        ], True
+    wrong = [f"{reason}\n\n{missing}", "The fix is to handle the edge case properly."]
+    if right is None:
+        return wrong, False
+    return [f"{reason}\n\n{right}", *wrong], True
 
 
 def main() -> None:
@@ -100,7 +87,7 @@ def main() -> None:
     parser.add_argument("--records", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    rows = []
+    rows, unanchored = [], []
     for split in SPLITS:
         for subtask in SUBTASKS:
             path = records_file(args.records, split, subtask)
@@ -109,7 +96,9 @@ def main() -> None:
             for record in read_records(path):
                 rng = random.Random(record.task_id)
                 if subtask in ("edit_generation", "swe_rl"):
-                    responses = edit_answers(record, rng)
+                    responses, has_right = edit_answers(record, rng)
+                    if not has_right:
+                        unanchored.append(record.task_id)
                 else:
                     responses = localization_answers(subtask, record.ground_truth["items"], record.candidates, rng)
                 rng.shuffle(responses)
@@ -119,6 +108,9 @@ def main() -> None:
         for row in rows:
             f.write(json.dumps(row, sort_keys=True, ensure_ascii=True) + "\n")
     print(f"wrote {len(rows)} tasks to {args.out}")
+    if unanchored:
+        print(f"{len(unanchored)} edit tasks without a right answer (render_edit cannot anchor the change "
+              f"uniquely): {', '.join(unanchored)}")
 
 
 if __name__ == "__main__":
