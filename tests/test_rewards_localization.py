@@ -94,6 +94,22 @@ def test_beta_is_configurable_and_registry_names():
     assert get_reward("sorft_file")(meta, answer) == localization_reward("file", answer, gold, FILES, beta=1.0)
 
 
+def test_strict_variants_score_malformed_answers_minus_one_and_agree_otherwise():
+    gold = ["pkg/a.py"]
+    meta = {"ground_truth": gold, "candidates": FILES}
+    for level in ("file", "function", "line"):
+        assert get_reward(f"sorft_{level}_strict").spec.min_score == -1.0
+    strict, sorft = get_reward("sorft_file_strict"), get_reward("sorft_file")
+    # A wrong file of the tree: F-beta 0 in both; a file the tree lacks, or no answer: -1 vs 0.
+    assert strict(meta, "```\npkg/b.py\n```")[0] == sorft(meta, "```\npkg/b.py\n```")[0] == 0.0
+    for answer in ["```\npkg/zzz.py\n```", "", "```\npkg/a.py\npkg/zzz.py\n```"]:
+        (s, s_info), (z, z_info) = strict(meta, answer), sorft(meta, answer)
+        assert (s, z) == (-1.0, 0.0) and s_info["kind"] == z_info["kind"] != "ok", answer
+    # Well-formed answers score the same F-beta: P = 1/2, R = 1 -> F3 = 10 * (1/2) / (9/2 + 1) = 10/11.
+    answer = "```\npkg/a.py\npkg/b.py\n```"
+    assert frac(strict(meta, answer)[0]) == frac(sorft(meta, answer)[0]) == Fraction(10, 11)
+
+
 def test_unknown_subtask_is_a_caller_error():
     with pytest.raises(ValueError):
         localization_reward("module", "a.py", [], [])

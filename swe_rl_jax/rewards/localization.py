@@ -12,6 +12,11 @@ Reward: F-beta (β = 3 by default) between the parsed answer set O and the groun
 exactly 0 when the answer is empty or unparseable, or names any item absent from `candidates` (the
 items shown in the input), as docs/METHODS.md specifies; an answer of only known items is never 0 for
 that reason, however many it lists (precision takes care of that).
+
+The `_strict` variants (`sorft_file_strict`, ...) score such malformed answers −1 instead of 0, as
+SWE-RL scores malformed patches: under GRPO's group normalization a wrong file of the input then
+still beats a file the input does not have, so the policy is not pushed off the shown tree
+(docs/REWARDS.md, docs/RESULTS.md).
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from swe_rl_jax.rewards.parsers import (
 
 LEVELS = ("file", "function", "line")  # item kinds; the subtasks that use them: swe_rl_jax/subtasks.py
 LOCALIZATION_MIN_SCORE = 0.0
+STRICT_MALFORMED_SCORE = -1.0
 _MAX_LISTED_ABSENT = 10
 
 
@@ -94,21 +100,23 @@ def _answer_items(
 
 
 def compute_localization(subtask: str, response: str, ground_truth: Iterable[Any],
-                         candidates: Iterable[Any], beta: float) -> RewardResult:
+                         candidates: Iterable[Any], beta: float,
+                         malformed_score: float = LOCALIZATION_MIN_SCORE) -> RewardResult:
     """The unguarded reward (may raise on bad metadata); callers use the `*_reward` wrapper or
-    the registry, which add the time limit and the catch-all."""
+    the registry, which add the time limit and the catch-all. `malformed_score`: what an empty,
+    unparseable or absent-item answer scores (SoRFT: 0; the strict variants: −1)."""
     error = check_response(response)
     if error is not None:
-        return LOCALIZATION_MIN_SCORE, error.info()
+        return malformed_score, error.info()
     gold = {normalize_item(subtask, item) for item in ground_truth}
     known = {normalize_item(subtask, item) for item in candidates}
     parsed = _answer_items(subtask, response, known)
     if isinstance(parsed, FormatError):
-        return LOCALIZATION_MIN_SCORE, parsed.info()
+        return malformed_score, parsed.info()
     items, absent, counters = parsed
     if absent:
         listed = [list(a) if isinstance(a, tuple) else a for a in absent[:_MAX_LISTED_ABSENT]]
-        return LOCALIZATION_MIN_SCORE, {
+        return malformed_score, {
             "kind": "absent_items",
             "reason": f"the answer names {len(absent)} item(s) that are not in the input",
             "absent": listed, "n_absent": len(absent), **counters,

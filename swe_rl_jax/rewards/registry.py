@@ -11,6 +11,7 @@ Built-in rewards and the `meta` keys they read:
   swe_rl, swe_rl_lenient, swe_rl_discrete  code_context, oracle_new_content
   sorft_edit, sorft_edit_similarity  code_context, oracle_new_content, beta (optional, 3.0)
   sorft_file, sorft_function, sorft_line  ground_truth, candidates, beta (optional, 3.0)
+  sorft_file_strict, ...         the same; malformed answers score -1, not 0
   tests_pass                     code_context, instance_id, execution (rewards/execution.py)
   tests_pass_similarity          the same and oracle_new_content
 """
@@ -113,10 +114,10 @@ def _edit_reward(mode: str) -> RewardFn:
     return fn
 
 
-def _localization_reward(subtask: str) -> RewardFn:
+def _localization_reward(subtask: str, malformed_score: float) -> RewardFn:
     def fn(meta: Mapping[str, Any], response: str) -> RewardResult:
         return localization.compute_localization(subtask, response, meta["ground_truth"],
-                                          meta["candidates"], meta.get("beta", DEFAULT_BETA))
+                                          meta["candidates"], meta.get("beta", DEFAULT_BETA), malformed_score)
     return fn
 
 
@@ -137,5 +138,7 @@ def _execution_reward(with_similarity: bool) -> RewardFn:
 register_reward("tests_pass", _execution_reward(False), swe_rl.SWE_RL_MIN_SCORE)
 register_reward("tests_pass_similarity", _execution_reward(True), swe_rl.SWE_RL_MIN_SCORE)
 for _subtask in localization.LEVELS:
-    register_reward(f"sorft_{_subtask}", _localization_reward(_subtask),
+    register_reward(f"sorft_{_subtask}", _localization_reward(_subtask, localization.LOCALIZATION_MIN_SCORE),
                     localization.LOCALIZATION_MIN_SCORE)
+    register_reward(f"sorft_{_subtask}_strict", _localization_reward(_subtask, localization.STRICT_MALFORMED_SCORE),
+                    localization.STRICT_MALFORMED_SCORE)
