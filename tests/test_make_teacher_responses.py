@@ -4,6 +4,7 @@ files), and an edit no SEARCH text can anchor gets no right answer instead of a 
 import importlib.util
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -45,7 +46,9 @@ def test_shipped_file_is_the_tools_output_and_its_edits_are_unique(tmp_path, mon
             assert sum(right in r for r in responses[record.task_id]) == (3 if record.subtask == "swe_rl" else 1)
             blocks = parse_search_replace(right).blocks
             for b in blocks:
-                assert ("\n" + old.get(b.path, "")).count("\n" + b.search) == 1 or b.search == ""
+                # Overlapping occurrences counted (a lookahead match per start), unlike str.count.
+                starts = re.findall(f"(?={re.escape(chr(10) + b.search)})", "\n" + old.get(b.path, ""))
+                assert len(starts) == 1 or b.search == ""
             edited = apply_search_replace(old, blocks).new_contents
             for path, content in new.items():
                 if content != old.get(path, ""):
