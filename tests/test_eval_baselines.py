@@ -8,7 +8,8 @@ import pytest
 from swe_rl_jax.data import prompts
 from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.data.sources import RepoLocator
-from swe_rl_jax.eval.baselines import (baseline_outcomes, bm25_answer, bm25_scores, code_terms,
+from swe_rl_jax.data.retrieval import bm25_scores, code_terms
+from swe_rl_jax.eval.baselines import (baseline_outcomes, bm25_answer,
                                        failing_test_file_answer, frequent_file_answerer, largest_file_answer,
                                        lexical_outcomes, random_file_outcomes)
 from swe_rl_jax.eval.stats import paired_difference, wilson_interval

@@ -30,7 +30,7 @@ from swe_rl_jax.synth.issue_text import ISSUE_STYLES
 # CLI flag → BuildOptions / MiningOptions field; unset flags keep the dataclass defaults.
 _BUILD_FLAGS = ("subtasks", "file_patterns", "exclude_patterns", "include_tests", "context_lines",
                 "skeleton_max_tokens", "max_prompt_tokens", "distractor_files", "related_files", "val_fraction",
-                "held_out_repos", "tree_outline", "tokenizer")
+                "held_out_repos", "tree_outline", "tree_retrieval", "tokenizer")
 _MINING_FLAGS = ("rev", "max_commits", "max_files", "max_changed_lines")
 
 
@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     d, dm = BuildOptions(), MiningOptions()
     b.add_argument("--tree-outline", action="store_true", default=None,
                    help="file localization's tree lists the names each Python file defines (default: tree only)")
+    b.add_argument("--tree-retrieval", type=int, metavar="K",
+                   help="file localization lists under the tree the K files BM25 ranks best for the issue "
+                        f"(data/retrieval.py; default {d.tree_retrieval}: the tree only)")
     b.add_argument("--context-lines", type=int, metavar="N",
                    help=f"lines around the relevant code in line windows and edit segments ({d.context_lines})")
     b.add_argument("--skeleton-max-tokens", type=int, metavar="N",

@@ -170,12 +170,15 @@ def rename_record(record: TaskRecord, mapping: dict[str, str], copy: int) -> Tas
     issue = rename_text(prompts.issue_of(user["content"]), mapping)
     outline = {rename_path(p, mapping): rename_text(note, mapping)
                for p, note in record.context.get("outline", {}).items()}  # build-data --tree-outline
-    renamed_user = {**user, "content": prompts.file_localization(issue, render_tree(candidates, outline))}
+    # The retrieved files keep their rank: renaming is the same repository under other names.
+    retrieved = [rename_path(p, mapping) for p in record.context.get("retrieved", [])]  # --tree-retrieval
+    renamed_user = {**user, "content": prompts.file_localization(issue, render_tree(candidates, outline), retrieved)}
     instance_id = f"{record.instance_id}.renamed{copy}"
     return dataclasses.replace(
         record, task_id=f"{instance_id}/{record.subtask}", instance_id=instance_id,
         messages=[system, renamed_user],
-        context={**record.context, "outline": outline} if outline else record.context,
+        context={**record.context, **({"outline": outline} if outline else {}),
+                 **({"retrieved": retrieved} if retrieved else {})},
         ground_truth={**record.ground_truth, "items": [rename_path(p, mapping) for p in record.ground_truth["items"]]},
         candidates=candidates, meta={**record.meta, "renamed_from": record.task_id})
 

@@ -39,6 +39,10 @@ class BuildOptions:
     # File localization's tree lists after each Python file the names it defines (skeleton.outline_note):
     # the model then sees what lexical and BM25 baselines read from the contents. Off: SoRFT's tree.
     tree_outline: bool = False
+    # File localization lists under the tree the first `tree_retrieval` files of the BM25 ranking
+    # for the issue (data/retrieval.py), as SWE-bench's BM25 setting hands a model retrieved
+    # files; 0: SoRFT's prompt, the tree alone.
+    tree_retrieval: int = 0
     max_prompt_tokens: int = 12288  # any user message; longer tasks are skipped (prompt_too_long)
     distractor_files: int = 2  # unmodified files shown besides the modified ones (function localization)
     related_files: int = 2  # unmodified files added to the SWE-RL context
@@ -54,7 +58,7 @@ class BuildOptions:
             require(s in SUBTASKS, "subtasks", f"unknown subtask {s!r}; expected some of {list(SUBTASKS)}")
         require(len(set(self.subtasks)) == len(self.subtasks), "subtasks", "lists a subtask twice")
         require(bool(self.file_patterns), "file_patterns", "must not be empty")
-        for key in ("context_lines", "distractor_files", "related_files"):
+        for key in ("context_lines", "distractor_files", "related_files", "tree_retrieval"):
             require(getattr(self, key) >= 0, key, f"must be >= 0, got {getattr(self, key)}")
         for key in ("skeleton_max_tokens", "max_prompt_tokens"):
             require(getattr(self, key) > 0, key, f"must be > 0, got {getattr(self, key)}")

@@ -4,7 +4,7 @@ is scored on its content and never on a formatting accident.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 SORFT_SYSTEM = (
     "You are a careful software engineer who diagnoses and fixes issues in Python repositories. "
@@ -56,13 +56,19 @@ def _code_blocks(files: Mapping[str, str], numbered: bool = False) -> str:
     return "\n\n".join(blocks)
 
 
-def file_localization(issue: str, tree: str) -> str:
+def file_localization(issue: str, tree: str, retrieved: Sequence[str] = ()) -> str:
+    """`retrieved`: files a retriever ranked for the issue, best first, listed under the tree
+    (`data/retrieval.py`); none: SoRFT's prompt."""
+    ranked = ("These files of the tree share the most words with the issue (BM25 retrieval over "
+              "their paths and contents), most similar first:\n\n" + "\n".join(retrieved) + "\n\n"
+              if retrieved else "")
     return (
         _ISSUE.format(issue=issue)
         + "These are the source files of the repository, one per line; each level of nesting is "
         "indented by four more spaces and directory names end with `/`:\n\n"
         f"<tree>\n{tree}\n</tree>\n\n"
-        "Which files must be edited to resolve the issue? Answer with their full paths relative "
+        + ranked
+        + "Which files must be edited to resolve the issue? Answer with their full paths relative "
         "to the repository root (directory names joined with `/`, e.g. `pkg/sub/module.py`), one "
         "path per line, most likely first, inside one fenced code block:\n\n"
         "```\npkg/first_file.py\npkg/sub/second_file.py\n```\n\n"

@@ -16,6 +16,7 @@ from swe_rl_jax.data.patches import split_lines
 from swe_rl_jax.data.prepared import PreparedInstance
 from swe_rl_jax.data.pysource import PYTHON_SUFFIXES
 from swe_rl_jax.data.records import TaskRecord
+from swe_rl_jax.data.retrieval import bm25_ranking
 from swe_rl_jax.data.skeleton import budgeted_tree, file_skeleton, outline_note
 from swe_rl_jax.data.windows import relevant_ranges, render_ranges, shown_lines
 
@@ -99,14 +100,19 @@ def _related_usable(prep: PreparedInstance, modified: list[str], k: int,
 def file_localization(prep: PreparedInstance, ctx: TaskContext) -> TaskRecord:
     gt = _gt_files(prep)
     opts = ctx.options
+    issue = prep.instance.problem_statement
+    retrieved: list[str] = []
+    if opts.tree_retrieval:  # over the whole repository, as SWE-bench's BM25 setting retrieves
+        paths = sorted(prep.source_files)
+        retrieved = bm25_ranking(issue, paths, prep.snapshot.read_text(paths))[: opts.tree_retrieval]
     # A long issue shrinks the tree rather than losing the task: the tree gets what the prompt
-    # limit leaves after the issue and the instructions, at most its own budget.
+    # limit leaves after the issue, the retrieved files and the instructions, at most its own budget.
     room = opts.max_prompt_tokens - ctx.prompt_tokens(
-        prompts.SORFT_SYSTEM, prompts.file_localization(prep.instance.problem_statement, ""))
+        prompts.SORFT_SYSTEM, prompts.file_localization(issue, "", retrieved))
     notes = {}
     if opts.tree_outline:
         notes = {p: outline_note(items) for p in prep.source_files if (items := prep.items(p))}
-    tree = budgeted_tree(prep.source_files, gt, min(opts.skeleton_max_tokens, room), ctx.count_tokens,
+    tree = budgeted_tree(prep.source_files, gt + retrieved, min(opts.skeleton_max_tokens, room), ctx.count_tokens,
                          salt=prep.instance.instance_id, notes=notes)
     meta = {}
     if tree.dropped:
@@ -115,10 +121,13 @@ def file_localization(prep: PreparedInstance, ctx: TaskContext) -> TaskRecord:
             ctx.events[f"skeleton_dropped_{kind}_files"] += n
         meta["skeleton_dropped_files"] = tree.dropped
         meta["skeleton_dropped_by_kind"] = tree.dropped_by_kind
-    user = prompts.file_localization(prep.instance.problem_statement, tree.text)
-    outline = {p: notes[p] for p in tree.files if p in notes}  # what renaming re-renders the tree from
+    user = prompts.file_localization(issue, tree.text, retrieved)
+    # What renaming re-renders the prompt from (data/augment.py).
+    context = {"outline": {p: notes[p] for p in tree.files if p in notes}} if notes else {}
+    if retrieved:
+        context["retrieved"] = retrieved
     return _record(prep, "file_localization", prompts.SORFT_SYSTEM, user, ctx,
-                   {"items": gt}, list(tree.files), {"outline": outline} if notes else {}, meta)
+                   {"items": gt}, list(tree.files), context, meta)
 
 
 def function_localization(prep: PreparedInstance, ctx: TaskContext) -> TaskRecord:

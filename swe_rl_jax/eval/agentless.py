@@ -60,6 +60,7 @@ from swe_rl_jax.data import prompts
 from swe_rl_jax.data.options import make_token_counter
 from swe_rl_jax.data.patches import split_lines
 from swe_rl_jax.data.pysource import Item, SourceSyntaxError, outline, parse_source
+from swe_rl_jax.data.retrieval import bm25_ranking
 from swe_rl_jax.data.skeleton import SourceFilter, budgeted_tree, file_skeleton, outline_note
 from swe_rl_jax.data.sources import GitError, GitRepo, Instance, RepoLocator, Snapshot
 from swe_rl_jax.data.windows import relevant_ranges, render_ranges
@@ -89,15 +90,17 @@ class AgentlessOptions:
     num_samples: int = 4  # repair samples per instance (Agentless: 40)
     tree_max_tokens: int = 8192  # budget of the repository tree (chars/4 estimate)
     tree_outline: bool = False  # the tree lists the names each file defines, as `build-data --tree-outline`
+    tree_retrieval: int = 0  # BM25's best files listed under the tree, as `build-data --tree-retrieval`
     max_shown_lines: int = 800  # code lines per line/edit prompt
     semantics: Literal["agentless", "swe_rl"] = "agentless"  # how SEARCH/REPLACE blocks are applied
     file_patterns: tuple[str, ...] = ("*.py",)  # source files: file-name patterns or path globs
     exclude_patterns: tuple[str, ...] = ()  # e.g. `doc/**`
     include_tests: bool = False
-    lexical_max_files: int = 5000  # files whose contents the lexical fallback reads
+    lexical_max_files: int = 5000  # files whose contents the lexical fallback and BM25 retrieval read
 
     def __post_init__(self) -> None:
         require(self.top_files >= 1, "top_files", "must be >= 1")
+        require(self.tree_retrieval >= 0, "tree_retrieval", "must be >= 0")
         require(self.context_lines >= 0, "context_lines", "must be >= 0")
         require(self.num_samples >= 1, "num_samples", "must be >= 1")
         require(self.tree_max_tokens >= 1, "tree_max_tokens", "must be >= 1")
@@ -335,10 +338,14 @@ def localize_files(issue: str, repo: _Repo, respond: Respond, options: Agentless
     words = issue_words(issue)
     # Under a tight tree budget, files whose path shares a word with the issue are kept first.
     keep = [p for p in repo.source_files if any(w in p.lower() for w in words)][:50]
+    pool = repo.source_files[: options.lexical_max_files]
+    contents = repo.read(pool) if options.tree_retrieval else None
+    retrieved = bm25_ranking(issue, sorted(pool), contents)[: options.tree_retrieval] if contents is not None else []
     notes = {p: outline_note(items) for p in repo.source_files if (items := repo.outline(p))} \
         if options.tree_outline else None
-    tree = budgeted_tree(repo.source_files, keep, options.tree_max_tokens, count, salt=instance_id, notes=notes)
-    answer = _answer(respond, _message(prompts.file_localization(issue, tree.text)))
+    tree = budgeted_tree(repo.source_files, retrieved + keep, options.tree_max_tokens, count, salt=instance_id,
+                         notes=notes)
+    answer = _answer(respond, _message(prompts.file_localization(issue, tree.text, retrieved)))
     res.responses["file"] = answer
     parsed = parse_file_list(answer[0] if answer else "", tree.files)
     existing = set(repo.source_files)
@@ -346,8 +353,7 @@ def localize_files(issue: str, repo: _Repo, respond: Respond, options: Agentless
     if files:
         return files[: options.top_files]
     res.fallbacks.append("files_lexical")
-    pool = repo.source_files[: options.lexical_max_files]
-    contents = repo.read(pool)
+    contents = repo.read(pool) if contents is None else contents
     return lexical_file_ranking(issue, repo.source_files, contents)[: options.top_files]
 
 

@@ -8,10 +8,10 @@ sees what a hit rate is worth. Each answers one file of the record's tree (or no
 - `failing_test_file`: the module that the first test file the issue names tests
   (`tests/test_money.py` → the tree's `money.py`); no answer when the issue names no test file or
   the tree has no such module. A one-line rule that issue texts listing failing test ids give away.
-- `bm25`: the best file by BM25 (the `bm25s` library, Lucene variant, k1 = 1.5, b = 0.75) over the
-  tree's files, each document its path and its contents at the base commit, the issue text as the
-  query, both cut into `code_terms`; the retrieval baseline of SWE-bench and Agentless. Ties (a
-  query sharing no term with any file) go to the first file in tree order.
+- `bm25`: the best file of `data.retrieval.bm25_ranking` over the tree's files (each document its
+  path and its contents at the base commit, the issue text as the query); the retrieval baseline of
+  SWE-bench and Agentless. Ties (a query sharing no term with any file) go to the first file in
+  tree order.
 - `largest_file`: the file with the most non-blank lines (synthesized bugs are mutations of
   functions, so bigger files hold more of them).
 - `frequent_file`: the file answered most often in the training split: the tree's file whose path,
@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import logging
 import re
 from typing import Callable, Mapping, Optional, Sequence
 
 from swe_rl_jax.data.prompts import issue_of
 from swe_rl_jax.data.records import TaskRecord
+from swe_rl_jax.data.retrieval import bm25_ranking
 from swe_rl_jax.data.sources import GitRepo, RepoLocator, Snapshot
 from swe_rl_jax.eval.agentless import lexical_file_ranking
 from swe_rl_jax.eval.metrics import Outcome, outcome
@@ -41,12 +41,9 @@ from swe_rl_jax.scoring import reward_task
 from swe_rl_jax.sft.ground_truth import render_localization
 
 BASELINES = ("random_file", "lexical", "failing_test_file", "bm25", "largest_file", "frequent_file")
-BM25_K1, BM25_B = 1.5, 0.75
 
 Contents = Mapping[str, Optional[str]]
 _TEST_FILE = re.compile(r"(?<![\w.-])((?:[\w.-]+/)*)(?:test_(\w+)|(\w+?)_test)\.py\b")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
-_CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 def _mean_outcome(outcomes: Sequence[Outcome]) -> Outcome:
@@ -95,35 +92,8 @@ def failing_test_file_answer(record: TaskRecord, contents: Contents = {}) -> Opt
     return max(named, key=lambda p: (len(set(p.split("/")[:-1]) & set(directories)), -len(p)))
 
 
-def code_terms(text: str) -> list[str]:
-    """BM25 terms of code or prose: each identifier in lower case, and when it is compound its
-    `_` and CamelCase parts too (`get_as` → get_as, get, as; `TaskQueue` → taskqueue, task,
-    queue); one-character terms are dropped. Repeats are kept (term frequency counts)."""
-    terms = []
-    for word in _IDENTIFIER.findall(text):
-        parts = [p for chunk in word.split("_") for p in _CAMEL_PART.findall(chunk)]
-        for term in [word] + (parts if len(parts) > 1 else []):
-            if len(term) > 1:
-                terms.append(term.lower())
-    return terms
-
-
-def bm25_scores(query: str, documents: Sequence[str]) -> list[float]:
-    """BM25 score of each document for `query` (`bm25s`, Lucene variant)."""
-    import bm25s
-
-    # bm25s sets its own logger to DEBUG at import: one line per index, hundreds per job.
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
-    retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
-    retriever.index([code_terms(d) for d in documents], show_progress=False)
-    terms = code_terms(query)
-    return [float(s) for s in retriever.get_scores(terms)] if terms else [0.0] * len(documents)
-
-
 def bm25_answer(record: TaskRecord, contents: Contents) -> Optional[str]:
-    paths = list(record.candidates)
-    scores = bm25_scores(_issue(record), [f"{p}\n{contents.get(p) or ''}" for p in paths])
-    return paths[max(range(len(paths)), key=lambda i: (scores[i], -i))]
+    return bm25_ranking(_issue(record), list(record.candidates), contents)[0]
 
 
 def largest_file_answer(record: TaskRecord, contents: Contents) -> Optional[str]:

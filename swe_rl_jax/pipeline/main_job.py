@@ -78,6 +78,7 @@ class MainConfig:
     eval_issue_styles: tuple[str, ...] = ()  # further styles the held-out records are evaluated in
     held_out_repo: str = ""  # the unseen repository (validation split); "" = the split by repository hash
     tree_outline: bool = False  # file localization's tree lists the names each file defines (docs/DATA.md)
+    tree_retrieval: int = 0  # file localization lists BM25's best files for the issue under the tree (docs/DATA.md)
     build: BuildOptions = field(default_factory=BuildOptions)  # further build-data options (e.g. context_lines)
     # Renamed copies of each training file-localization record (data/augment.py): the same task
     # under other package and module names, so that naming a training repository's files is not
@@ -120,7 +121,7 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     records_of = {config.issue_style: records, **records_of}
 
     t = _stage("build subtask data from the shipped sample" + (" and its synthesized tasks" * config.synthesized))
-    options = dataclasses.replace(config.build, tree_outline=config.tree_outline,
+    options = dataclasses.replace(config.build, tree_outline=config.tree_outline, tree_retrieval=config.tree_retrieval,
                                   held_out_repos=(config.held_out_repo,) if config.held_out_repo else ())
     summary = build_sample(records, options, synthesized=config.synthesized, repos_dir=repos,
                            issue_style=config.issue_style)
@@ -162,7 +163,8 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     resolutions: dict[str, dict[str, Any]] = {}
     resolvable = bool(held_out_instance_ids(records, instances, config.resolution.max_instances))
     resolution = dataclasses.replace(config.resolution, agentless=dataclasses.replace(
-        config.resolution.agentless, tree_outline=config.tree_outline))  # resolve shows the trained tree
+        config.resolution.agentless, tree_outline=config.tree_outline,
+        tree_retrieval=config.tree_retrieval))  # resolve shows the trained prompt
 
     def evaluate(stage: str, model: ModelSource) -> dict[str, dict[str, Any]]:
         summaries = {}

@@ -1,0 +1,51 @@
+"""BM25 retrieval of a repository's files for an issue: the `bm25` baseline of file localization
+(eval/baselines.py) and the ranked candidates a file-localization prompt may list under its tree
+(`build-data --tree-retrieval`, docs/DATA.md). One definition, so the prompt's first candidate is
+exactly the baseline's answer.
+
+Each document is a file's path and its contents at the base commit, the query is the issue text,
+both cut into `code_terms`; BM25 is the `bm25s` library's Lucene variant with k1 = 1.5, b = 0.75,
+the retrieval of SWE-bench's BM25 setting and of Agentless.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Mapping, Optional, Sequence
+
+BM25_K1, BM25_B = 1.5, 0.75
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+_CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def code_terms(text: str) -> list[str]:
+    """BM25 terms of code or prose: each identifier in lower case, and when it is compound its
+    `_` and CamelCase parts too (`get_as` → get_as, get, as; `TaskQueue` → taskqueue, task,
+    queue); one-character terms are dropped. Repeats are kept (term frequency counts)."""
+    terms = []
+    for word in _IDENTIFIER.findall(text):
+        parts = [p for chunk in word.split("_") for p in _CAMEL_PART.findall(chunk)]
+        for term in [word] + (parts if len(parts) > 1 else []):
+            if len(term) > 1:
+                terms.append(term.lower())
+    return terms
+
+
+def bm25_scores(query: str, documents: Sequence[str]) -> list[float]:
+    """BM25 score of each document for `query` (`bm25s`, Lucene variant)."""
+    import bm25s
+
+    # bm25s sets its own logger to DEBUG at import: one line per index, hundreds per job.
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
+    retriever.index([code_terms(d) for d in documents], show_progress=False)
+    terms = code_terms(query)
+    return [float(s) for s in retriever.get_scores(terms)] if terms else [0.0] * len(documents)
+
+
+def bm25_ranking(issue: str, paths: Sequence[str], contents: Mapping[str, Optional[str]]) -> list[str]:
+    """`paths`, the best match for `issue` first; equal scores (a query sharing no term with a
+    file) keep the order of `paths`. A path without contents is ranked by its path alone."""
+    scores = bm25_scores(issue, [f"{p}\n{contents.get(p) or ''}" for p in paths])
+    return [paths[i] for i in sorted(range(len(paths)), key=lambda i: (-scores[i], i))]
