@@ -99,6 +99,18 @@ def test_rename_record_renames_the_tree_outline():
         renamed.messages[-1]["content"]
 
 
+def test_rename_record_renames_the_retrieved_files_and_keeps_their_rank():
+    record = _record()
+    retrieved = ["taskq/retry.py", "taskq/queue.py"]
+    tree = render_tree(record.candidates)
+    record = dataclasses.replace(record, context={"retrieved": retrieved}, messages=[
+        record.messages[0], {"role": "user", "content": prompts.file_localization(ISSUE, tree, retrieved)}])
+    mapping = {"taskq": "hook", "queue": "zone", "retry": "atlas", "utils": "bridge", "timeutil": "clock"}
+    renamed = rename_record(record, mapping, copy=1)
+    assert renamed.context == {"retrieved": ["hook/atlas.py", "hook/zone.py"]}
+    assert "most similar first:\n\nhook/atlas.py\nhook/zone.py\n\nWhich files" in renamed.messages[-1]["content"]
+
+
 def test_identity_mapping_gives_back_the_prompt():
     record = _record()
     same = rename_record(record, {name: name for name in path_names(PATHS)}, copy=1)

@@ -116,6 +116,25 @@ def test_tree_outline_lists_the_names_each_file_defines(sample_build, tmp_path):
         assert "configlet/__init__.py" not in r.context["outline"]  # it defines nothing: no note
 
 
+def test_tree_retrieval_lists_the_bm25_baseline_answer_first(tmp_path):
+    from swe_rl_jax.data.sources import RepoLocator
+    from swe_rl_jax.eval.baselines import bm25_answer, repo_contents
+
+    out, repos = tmp_path / "retrieval", tmp_path / "repos"
+    assert build_data.main(["--sample", "--out", str(out), "--no-progress", "--subtasks", "file_localization",
+                            "--tree-retrieval", "2", "--sample-repos", str(repos)]) == 0
+    read = repo_contents(RepoLocator(repos))
+    records = [r for split in SPLITS for r in read_records(records_file(out, split, "file_localization"))]
+    assert len(records) == 14
+    for r in records:
+        retrieved = r.context["retrieved"]
+        assert len(retrieved) == 2 and set(retrieved) <= set(r.candidates)
+        # The sample's trees are whole (no file dropped), so the prompt's first candidate is what
+        # the bm25 baseline answers from the record's tree.
+        assert retrieved[0] == bm25_answer(r, read(r))
+        assert "most similar first:\n\n" + "\n".join(retrieved) + "\n\nWhich files" in r.messages[-1]["content"]
+
+
 def test_held_out_repo_option_moves_the_split(sample_build, tmp_path, capsys):
     out = tmp_path / "ledgerly_out"
     assert build_data.main(["--sample", "--out", str(out), "--no-progress",

@@ -8,7 +8,7 @@ import pytest
 from swe_rl_jax.data import prompts
 from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.data.sources import RepoLocator
-from swe_rl_jax.data.retrieval import bm25_scores, code_terms
+from swe_rl_jax.data.retrieval import bm25_ranking, bm25_scores, code_terms
 from swe_rl_jax.eval.baselines import (baseline_outcomes, bm25_answer,
                                        failing_test_file_answer, frequent_file_answerer, largest_file_answer,
                                        lexical_outcomes, random_file_outcomes)
@@ -90,6 +90,11 @@ def test_bm25_matches_the_lucene_formula():
                 "shop/money.py": "def net_price(x): ...\n", "shop/tax.py": "RATE = 0.1\n"}
     assert bm25_answer(_record("net_price(10) is wrong", ["shop/money.py"]), contents) == "shop/money.py"
     assert bm25_answer(_record("nothing in common", ["shop/money.py"]), contents) == "shop/__init__.py"  # tie: first
+    # The ranking a prompt lists is the scores' order, ties in the given order.
+    paths = ["a/tax.py", "a/basket.py", "a/money.py"]
+    texts = {p: d.partition("\n")[2] for p, d in zip(paths, docs)}
+    assert bm25_ranking(query, paths, texts) == sorted(paths, key=lambda p: -expected[paths.index(p)])
+    assert bm25_ranking("nothing in common", paths, texts) == paths
 
 
 def test_largest_file_counts_non_blank_lines():

@@ -246,6 +246,29 @@ def test_resolve_checks_its_inputs_before_loading_the_model(repos, overrides, ne
     assert not out.exists()
 
 
+def test_file_localization_prompt_lists_the_retrieved_files_when_asked(sample):
+    from swe_rl_jax.data.retrieval import bm25_ranking
+    from swe_rl_jax.data.sources import GitRepo, Snapshot
+    from swe_rl_jax.eval.agentless import Resolution, _Repo, localize_files
+
+    repos, _ = sample
+    snapshot = Snapshot(GitRepo(repos["quillsoft/configlet"]), "HEAD")
+    options = AgentlessOptions(tree_retrieval=2)
+    repo = _Repo(snapshot, options)
+    prompts_seen = []
+
+    def respond(prompts, n):
+        prompts_seen.extend(prompts)
+        return [["no fence"]]  # unparsable: the lexical fallback reads the contents retrieval read
+
+    issue = "to_bool('on') returns False; converter registry"
+    files = localize_files(issue, repo, respond, options, Resolution("x", "", "patch"), "x")
+    assert len(files) == options.top_files
+    paths = sorted(repo.source_files)
+    expected = bm25_ranking(issue, paths, snapshot.read_text(paths))[:2]
+    assert "most similar first:\n\n" + "\n".join(expected) + "\n\nWhich" in prompts_seen[0][-1]["content"]
+
+
 @pytest.mark.parametrize("tree_outline", [False, True])
 def test_file_localization_prompt_shows_the_outline_when_asked(sample, tree_outline):
     from swe_rl_jax.data.sources import GitRepo, Snapshot
