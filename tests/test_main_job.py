@@ -49,6 +49,9 @@ def test_main_job_tiny_end_to_end(tmp_path, tiny_llama, monkeypatch):
     assert len(originals) == TRAIN and len(train) == 4 * TRAIN
     assert all(r.meta["renamed_from"] in originals for r in train if "renamed_from" in r.meta)
     assert report["train"]["written"] == {"file_localization": 4 * TRAIN}
+    # the default lists BM25's best three files under the tree, in every record and renamed copy
+    assert all(len(r.context["retrieved"]) == 3 and set(r.context["retrieved"]) <= set(r.candidates)
+               for r in held_out + train)
     # the held-out records in the second issue style: the same tasks, the synthesized ones told as test reports
     tests_style = read_split_records(out / "records_tests", "validation", ("file_localization",))
     assert [r.task_id for r in tests_style] == [r.task_id for r in held_out]
