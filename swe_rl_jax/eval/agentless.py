@@ -340,7 +340,7 @@ def localize_files(issue: str, repo: _Repo, respond: Respond, options: Agentless
     keep = [p for p in repo.source_files if any(w in p.lower() for w in words)][:50]
     pool = repo.source_files[: options.lexical_max_files]
     contents = repo.read(pool) if options.tree_retrieval else None
-    retrieved = bm25_ranking(issue, sorted(pool), contents)[: options.tree_retrieval] if contents is not None else []
+    retrieved = bm25_ranking(issue, sorted(pool), contents)[: options.tree_retrieval] if options.tree_retrieval else []
     notes = {p: outline_note(items) for p in repo.source_files if (items := repo.outline(p))} \
         if options.tree_outline else None
     tree = budgeted_tree(repo.source_files, retrieved + keep, options.tree_max_tokens, count, salt=instance_id,
