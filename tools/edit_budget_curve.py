@@ -15,11 +15,12 @@ judged by the harness; every point is compared with the starting model on the sa
 (paired 95 % bootstrap interval of the %Resolved difference).
 
     python tools/edit_budget_curve.py --run outputs/resolve_demo --out DIR [--stage sft --chunks 4
-        --steps 30 --lr 1e-4 --records 64:123 --config configs/resolve_demo.yaml]
+        --steps 30 --lr 1e-4 --records 64:123 --config configs/resolve_demo.yaml] [key=value ...]
 
 The model, the training shapes, the greedy evaluation and the harness settings are the config's
 (the run's own config; `--lr` replaces the stage's learning rate), so the curve measures the run's
-recipe and nothing else.
+recipe and nothing else; `key=value` overrides change it as they change the main job's
+(e.g. `rl.rewards.edit_generation=tests_pass`).
 
 `--records A:B` picks held-out edit records A..B-1 (in file order): the development records, kept
 apart from the first 64 that the main job reports. Writes DIR/curve.json after every point (so a
@@ -51,6 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--records", default="64:123", help="held-out edit records A:B (file order)")
     p.add_argument("--config", default=str(Path(__file__).resolve().parents[1] / "configs" / "resolve_demo.yaml"),
                    help="the main-job config the run was made with")
+    p.add_argument("overrides", nargs="*", help="key=value changes to the config, as the main job takes them")
     return p.parse_args(argv)
 
 
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     from swe_rl_jax.rl.run import RLConfig, run_rl
     from swe_rl_jax.sft.run import run_sft
 
-    config = load_config(MainConfig, args.config)
+    config = load_config(MainConfig, args.config, args.overrides)
     chosen = out / "records"
     (chosen / "validation").mkdir(parents=True, exist_ok=True)
     (chosen / "validation" / f"{EDIT}.jsonl").write_text("\n".join(lines[start:stop]) + "\n")
