@@ -41,6 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 EDIT = "edit_generation"
 
 
+def record_range(text: str) -> tuple[int, int]:
+    start, _, stop = text.partition(":")
+    if not (start.isdigit() and stop.isdigit() and int(start) < int(stop)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not A:B with 0 <= A < B")
+    return int(start), int(stop)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--run", required=True, help="a resolve_demo main-job output (records/, sft_data/, repos/, sft/hf)")
@@ -49,7 +56,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--chunks", type=int, default=4)
     p.add_argument("--steps", type=int, default=30, help="training steps per chunk")
     p.add_argument("--lr", type=float, default=None, help="constant learning rate (default: the stage's in the config)")
-    p.add_argument("--records", default="64:123", help="held-out edit records A:B (file order)")
+    p.add_argument("--records", default="64:123", type=record_range, help="held-out edit records A:B (file order)")
     p.add_argument("--config", default=str(Path(__file__).resolve().parents[1] / "configs" / "resolve_demo.yaml"),
                    help="the main-job config the run was made with")
     p.add_argument("overrides", nargs="*", help="key=value changes to the config, as the main job takes them")
@@ -82,10 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     run, out = Path(args.run), Path(args.out)
     held_out = run / "records" / "validation" / f"{EDIT}.jsonl"
     lines = held_out.read_text().splitlines() if held_out.is_file() else []
-    start, stop = (int(x) for x in args.records.split(":"))
+    start, stop = args.records
     needs = run / ("sft_data" if args.stage == "sft" else "sft/hf")
-    if not needs.is_dir() or not lines[start:stop]:
-        print(f"error: {run} has no {needs.name}/ or no held-out edit records {args.records}", file=sys.stderr)
+    if not needs.is_dir():
+        print(f"error: {needs} is missing: --stage {args.stage} starts from it", file=sys.stderr)
+        return 2
+    if len(lines) < stop:
+        print(f"error: --records {start}:{stop} asks for more than the {len(lines)} held-out edit records of {run}",
+              file=sys.stderr)
         return 2
 
     from swe_rl_jax.config import load_config
