@@ -23,8 +23,8 @@ recipe and nothing else; `key=value` overrides change it as they change the main
 (e.g. `rl.rewards.edit_generation=tests_pass`).
 
 `--records A:B` picks held-out edit records A..B-1 (in file order): the development records, kept
-apart from the first 64 that the main job reports. Writes DIR/curve.json after every point (so a
-stopped run keeps its points) and DIR/curve.png.
+apart from the first 64 that the main job reports. Writes DIR/curve.json after every point and
+DIR/curve.png; run again with the same arguments, a stopped curve goes on from its last point.
 """
 from __future__ import annotations
 
@@ -131,35 +131,45 @@ def main(argv: list[str] | None = None) -> int:
                 "resolved_ids": sorted(r.task_id for r, j in zip(records, judged["records"]) if j["resolved"])}
 
     ids = [r.task_id for r in records]
-    points = [judge(0, model, out / "start", 0.0)]
-    print(json.dumps(points[-1]), flush=True)
-    for k in range(1, args.chunks + 1):
+    curve = out / "curve.json"  # a stopped curve goes on from its last point
+    points = json.loads(curve.read_text()) if curve.is_file() else []
+    if any(p["steps"] != k * args.steps for k, p in enumerate(points)):
+        print(f"error: {curve} holds points of another --steps; choose another --out", file=sys.stderr)
+        return 2
+    if not points:
+        points.append(judge(0, model, out / "start", 0.0))
+        curve.write_text(json.dumps(points, indent=1))
+        print(json.dumps(points[-1]), flush=True)
+    start_model = model
+    for k in range(len(points), args.chunks + 1):
         t = time.perf_counter()
-        if args.stage == "sft":
+        if args.stage == "sft":  # each chunk starts from the last one's export
             chunk = out / f"sft_{k}"
+            previous = start_model if k == 1 else dataclasses.replace(
+                start_model, checkpoint=str(out / f"sft_{k - 1}" / "hf"), tokenizer=tokenizer)
             optimizer = dataclasses.replace(config.sft.optimizer, lr=args.lr or config.sft.optimizer.lr,
                                             schedule="constant",
                                             warmup_steps=config.sft.optimizer.warmup_steps if k == 1 else 0)
-            run_sft(dataclasses.replace(config.sft, sft_dir=str(run / "sft_data"), model=model, out_dir=str(chunk),
-                                        num_steps=args.steps, seed=k, save_every=args.steps, progress=False,
-                                        optimizer=optimizer))
-        else:  # resumes out/rl's last checkpoint and exports once it reaches k * steps
+            run_sft(dataclasses.replace(config.sft, sft_dir=str(run / "sft_data"), model=previous,
+                                        out_dir=str(chunk), num_steps=args.steps, seed=k, save_every=args.steps,
+                                        progress=False, optimizer=optimizer))
+        else:  # one run from the SFT model: resumes out/rl's last checkpoint, exports at k * steps
             chunk = out / "rl"
             optimizer = dataclasses.replace(config.rl.optimizer, lr=args.lr or config.rl.optimizer.lr,
                                             schedule="constant")
             rl: RLConfig = dataclasses.replace(
-                config.rl, records_dir=str(run / "records"), out_dir=str(chunk), model=model,
+                config.rl, records_dir=str(run / "records"), out_dir=str(chunk), model=start_model,
                 num_steps=k * args.steps, save_every=args.steps, export=True, progress=False, optimizer=optimizer,
                 heldout=dataclasses.replace(config.rl.heldout, every=0),
                 execution=execution_config(config, instances, run / "repos"))
             run_rl(rl)
-        model = dataclasses.replace(model, checkpoint=str(chunk / "hf"), tokenizer=tokenizer)
-        point = judge(k, model, out / f"{args.stage}_{k}_judged", time.perf_counter() - t)
+        trained = dataclasses.replace(start_model, checkpoint=str(chunk / "hf"), tokenizer=tokenizer)
+        point = judge(k, trained, out / f"{args.stage}_{k}_judged", time.perf_counter() - t)
         first = set(points[0]["resolved_ids"])
         diff, ci = paired_difference([float(i in point["resolved_ids"]) for i in ids], [float(i in first) for i in ids])
         point["resolved_minus_start"] = {"diff": diff, "ci": list(ci)}
         points.append(point)
-        (out / "curve.json").write_text(json.dumps(points, indent=1))
+        curve.write_text(json.dumps(points, indent=1))
         print(json.dumps(point), flush=True)
     plot_budget_curve(points, args.stage, out / "curve.png")
     print(f"wrote {out / 'curve.json'}, {out / 'curve.png'}")
