@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     from swe_rl_jax.eval.stats import paired_difference
     from swe_rl_jax.pipeline.main_job import MainConfig, execution_config
     from swe_rl_jax.pipeline.resolution import judge_edits, write_sample_instances
-    from swe_rl_jax.rl.run import RLConfig, run_rl
+    from swe_rl_jax.rl.run import run_rl
     from swe_rl_jax.sft.run import run_sft
 
     config = load_config(MainConfig, args.config, args.overrides)
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     records = read_split_records(chosen, "validation", (EDIT,))
     instances = write_sample_instances(out / "instances.jsonl", synthesized=True)
     tokenizer = config.model.tokenizer or config.model.checkpoint
-    model = (config.model if args.stage == "sft" else
+    start_model = (config.model if args.stage == "sft" else
              dataclasses.replace(config.model, checkpoint=str(run / "sft" / "hf"), tokenizer=tokenizer))
 
     def judge(k: int, judged_model: Any, model_dir: Path, train_s: float) -> dict[str, Any]:
@@ -137,10 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {curve} holds points of another --steps; choose another --out", file=sys.stderr)
         return 2
     if not points:
-        points.append(judge(0, model, out / "start", 0.0))
+        points.append(judge(0, start_model, out / "start", 0.0))
         curve.write_text(json.dumps(points, indent=1))
         print(json.dumps(points[-1]), flush=True)
-    start_model = model
     for k in range(len(points), args.chunks + 1):
         t = time.perf_counter()
         if args.stage == "sft":  # each chunk starts from the last one's export
@@ -157,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             chunk = out / "rl"
             optimizer = dataclasses.replace(config.rl.optimizer, lr=args.lr or config.rl.optimizer.lr,
                                             schedule="constant")
-            rl: RLConfig = dataclasses.replace(
+            rl = dataclasses.replace(
                 config.rl, records_dir=str(run / "records"), out_dir=str(chunk), model=start_model,
                 num_steps=k * args.steps, save_every=args.steps, export=True, progress=False, optimizer=optimizer,
                 heldout=dataclasses.replace(config.rl.heldout, every=0),
