@@ -116,11 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     instances = write_sample_instances(out / "instances.jsonl", synthesized=True)
     tokenizer = config.model.tokenizer or config.model.checkpoint
     start_model = (config.model if args.stage == "sft" else
-             dataclasses.replace(config.model, checkpoint=str(run / "sft" / "hf"), tokenizer=tokenizer))
+                   dataclasses.replace(config.model, checkpoint=str(run / "sft" / "hf"), tokenizer=tokenizer))
 
     def judge(k: int, judged_model: Any, model_dir: Path, train_s: float) -> dict[str, Any]:
-        report = run_eval(dataclasses.replace(config.eval, records_dir=str(chosen), model=judged_model, split="validation",
-                                              subtasks=(EDIT,), max_examples=0, out_dir=str(model_dir / "eval")))
+        report = run_eval(dataclasses.replace(config.eval, records_dir=str(chosen), model=judged_model,
+                                              split="validation", subtasks=(EDIT,), max_examples=0,
+                                              out_dir=str(model_dir / "eval")))
         response = {r["task_id"]: r["response"] for r in report["records"]}
         judged = judge_edits(config.resolution, records, [response[r.task_id] for r in records], instances,
                              run / "repos", model_dir / "edits")
