@@ -24,7 +24,7 @@ def test_build_sample_filter_sft_export(tmp_path, tiny_llama, capsys):
     rc = cli(["sft", f"sft_dir={sft_data}", f"records_dir={records}", f"out_dir={out}",
               f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
               "subtasks=[file_localization,line_localization]", "inputs_length=1024", "targets_length=256",
-              "batch_size=2", "num_steps=5", "optimizer.lr=1e-2", "optimizer.warmup_steps=0",
+              "batch_size=2", "num_steps=5", "schedule_steps=8", "optimizer.lr=1e-2", "optimizer.warmup_steps=0",
               "eval_examples=1", "eval_max_new_tokens=8", "save_every=2", "progress=false"])
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -34,6 +34,9 @@ def test_build_sample_filter_sft_export(tmp_path, tiny_llama, capsys):
     assert summary["heldout_eval"]["all"]["n"] == 2
     metrics = [json.loads(l) for l in (out / "metrics" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics if "loss" in m] == [1, 2, 3, 4, 5]
+    # Stopped after 5 of the schedule's 8 steps: the cosine is part-way down, not at its end.
+    cosine_of_8 = [1e-2 * 0.5 * (1 + np.cos(np.pi * k / 8)) for k in range(5)]
+    np.testing.assert_allclose([m["lr"] for m in metrics if "loss" in m], cosine_of_8, rtol=1e-5)
 
     hf, info = AutoModelForCausalLM.from_pretrained(out / "hf", output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]

@@ -3,12 +3,13 @@
 Runs outside the main job's budget (docs/RESULTS.md, "Edit stage"), on a `configs/resolve_demo.yaml`
 run's data, for one stage:
 
-- `--stage sft`: SFT on the ground-truth SEARCH/REPLACE answers from the config's base model, in
-  chained chunks of `--steps` steps (each chunk starts from the last one's weights, with a new
-  shuffle and a constant LR);
-- `--stage rl`: the config's GRPO from the run's SFT model (`RUN/sft/hf`), one continuous run
-  stopped after every `--steps` steps (the optimizer state, prompt order and RNG stream carry on,
-  as a longer `rl.num_steps` would).
+- `--stage sft`: SFT on the ground-truth SEARCH/REPLACE answers from the config's base model;
+- `--stage rl`: the config's GRPO from the run's SFT model (`RUN/sft/hf`).
+
+Either is one continuous run of `--chunks` x `--steps` steps, stopped after every `--steps` steps
+and resumed (the optimizer state, data order and RNG stream carry on), with the config's LR
+schedule laid over the whole run (`schedule_steps`): a decaying schedule is part-way down at the
+early points, as in any one run's checkpoints.
 
 Before the first chunk and after each, a greedy answer to every chosen held-out edit record,
 judged by the harness; every point is compared with the starting model on the same records
@@ -20,7 +21,7 @@ judged by the harness; every point is compared with the starting model on the sa
 The model, the training shapes, the greedy evaluation and the harness settings are the config's
 (the run's own config; `--lr` replaces the stage's learning rate), so the curve measures the run's
 recipe and nothing else; `key=value` overrides change it as they change the main job's
-(e.g. `rl.rewards.edit_generation=tests_pass`).
+(e.g. `rl.rewards.edit_generation=tests_pass`, `sft.optimizer.schedule=cosine`).
 
 `--records A:B` picks held-out edit records A..B-1 (in file order): the development records, kept
 apart from the first 64 that the main job reports. Writes DIR/curve.json after every point and
@@ -55,7 +56,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--stage", choices=("sft", "rl"), default="sft")
     p.add_argument("--chunks", type=int, default=4)
     p.add_argument("--steps", type=int, default=30, help="training steps per chunk")
-    p.add_argument("--lr", type=float, default=None, help="constant learning rate (default: the stage's in the config)")
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the stage's in the config)")
     p.add_argument("--records", default="64:123", type=record_range, help="held-out edit records A:B (file order)")
     p.add_argument("--config", default=str(Path(__file__).resolve().parents[1] / "configs" / "resolve_demo.yaml"),
                    help="the main-job config the run was made with")
@@ -141,26 +142,22 @@ def main(argv: list[str] | None = None) -> int:
         points.append(judge(0, start_model, out / "start", 0.0))
         curve.write_text(json.dumps(points, indent=1))
         print(json.dumps(points[-1]), flush=True)
+    budget = args.chunks * args.steps
     for k in range(len(points), args.chunks + 1):
         t = time.perf_counter()
-        if args.stage == "sft":  # each chunk starts from the last one's export
-            chunk = out / f"sft_{k}"
-            previous = start_model if k == 1 else dataclasses.replace(
-                start_model, checkpoint=str(out / f"sft_{k - 1}" / "hf"), tokenizer=tokenizer)
-            optimizer = dataclasses.replace(config.sft.optimizer, lr=args.lr or config.sft.optimizer.lr,
-                                            schedule="constant",
-                                            warmup_steps=config.sft.optimizer.warmup_steps if k == 1 else 0)
-            run_sft(dataclasses.replace(config.sft, sft_dir=str(run / "sft_data"), model=previous,
-                                        out_dir=str(chunk), num_steps=args.steps, seed=k, save_every=args.steps,
-                                        progress=False, optimizer=optimizer))
+        if args.stage == "sft":  # one run from the base model: resumes out/sft's last checkpoint
+            chunk = out / "sft"
+            optimizer = dataclasses.replace(config.sft.optimizer, lr=args.lr or config.sft.optimizer.lr)
+            run_sft(dataclasses.replace(config.sft, sft_dir=str(run / "sft_data"), model=start_model,
+                                        out_dir=str(chunk), num_steps=k * args.steps, schedule_steps=budget,
+                                        save_every=args.steps, progress=False, optimizer=optimizer))
         else:  # one run from the SFT model: resumes out/rl's last checkpoint, exports at k * steps
             chunk = out / "rl"
-            optimizer = dataclasses.replace(config.rl.optimizer, lr=args.lr or config.rl.optimizer.lr,
-                                            schedule="constant")
+            optimizer = dataclasses.replace(config.rl.optimizer, lr=args.lr or config.rl.optimizer.lr)
             rl = dataclasses.replace(
                 config.rl, records_dir=str(run / "records"), out_dir=str(chunk), model=start_model,
-                num_steps=k * args.steps, save_every=args.steps, export=True, progress=False, optimizer=optimizer,
-                heldout=dataclasses.replace(config.rl.heldout, every=0),
+                num_steps=k * args.steps, schedule_steps=budget, save_every=args.steps, export=True,
+                progress=False, optimizer=optimizer, heldout=dataclasses.replace(config.rl.heldout, every=0),
                 execution=execution_config(config, instances, run / "repos"))
             run_rl(rl)
         trained = dataclasses.replace(start_model, checkpoint=str(chunk / "hf"), tokenizer=tokenizer)

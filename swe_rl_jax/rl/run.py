@@ -96,6 +96,7 @@ class RLConfig:
     heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
     max_prompt_tokens: int = 8192  # longer prompts are skipped (counted)
     num_steps: int = 100
+    schedule_steps: int = 0  # the LR schedule's length (0: num_steps), as SFTConfig's
     optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=1e-6, schedule="constant"))
     mesh: MeshConfig = field(default_factory=MeshConfig)
     rules: str = "fsdp"
@@ -114,6 +115,7 @@ class RLConfig:
         require(all(s in SUBTASKS for s in self.subtasks), "subtasks", f"each must be one of {SUBTASKS}")
         check_reward_names(self.rewards, SUBTASKS)
         require(self.num_steps > 0, "num_steps", "must be > 0")
+        require(self.schedule_steps >= 0, "schedule_steps", "must be >= 0")
         require(self.reward_timeout_s > 0, "reward_timeout_s", "must be > 0")
         require(self.algorithm in ("grpo", "ppo"), "algorithm", f"must be 'grpo' or 'ppo', got {self.algorithm!r}")
         get_rules(self.rules)
@@ -216,7 +218,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     print(f"rl prompts ({config.split}): {counts.describe()}", flush=True)
     too_long = counts.total_skipped()
     ppo = config.algorithm == "ppo"
-    opt_config = dataclasses.replace(config.optimizer, total_steps=config.num_steps)
+    opt_config = dataclasses.replace(config.optimizer, total_steps=config.schedule_steps or config.num_steps)
     if ppo:
         opt_config = dataclasses.replace(opt_config, lr=config.ppo.actor_lr)
     optimizer = make_optimizer(opt_config)

@@ -47,6 +47,9 @@ class SFTConfig:
     micro_batches: int = 1
     epochs: float = 2.0
     num_steps: int = 0  # 0: from epochs
+    # The LR schedule's length (0: the run's steps). Longer than num_steps, the run stops part-way
+    # along it and a later invocation with more num_steps goes on along the same schedule.
+    schedule_steps: int = 0
     optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=1e-5, warmup_ratio=0.03))
     mesh: MeshConfig = field(default_factory=MeshConfig)
     rules: str = "fsdp"
@@ -67,6 +70,7 @@ class SFTConfig:
                 f"must divide batch_size {self.batch_size}")
         require(self.epochs > 0 or self.num_steps > 0, "epochs", "epochs or num_steps must be > 0")
         require(self.num_steps >= 0, "num_steps", "must be >= 0")
+        require(self.schedule_steps >= 0, "schedule_steps", "must be >= 0")
         require(all(s in SUBTASKS for s in self.subtasks), "subtasks", f"each must be one of {SUBTASKS}")
         get_rules(self.rules)
 
@@ -179,7 +183,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     # An epoch is counted in examples / batch rows; with packing a row holds several examples, so
     # this over-counts steps per epoch (never under-trains). Set num_steps to control it exactly.
     num_steps = config.num_steps or max(1, math.ceil(config.epochs * n_train / config.batch_size))
-    opt_config = dataclasses.replace(config.optimizer, total_steps=num_steps)
+    opt_config = dataclasses.replace(config.optimizer, total_steps=config.schedule_steps or num_steps)
     optimizer = make_optimizer(opt_config)
     param_dtype = jnp_dtype(config.model.param_dtype)
     state, state_sh = create_train_state(model_config, optimizer, mesh, rules, jax.random.PRNGKey(config.seed),
