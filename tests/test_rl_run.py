@@ -23,7 +23,8 @@ def _args(root, out, *extra):
             "model.tokenizer=smollm2", "subtasks=[file_localization]",
             "rewards={file_localization: 'toy_rewards:letter_e_fraction'}", "grpo.group_size=2", "grpo.kl_coef=0.04",
             "update.prompts_per_step=2", "update.overlong=none", "sampling.max_new_tokens=8",
-            f"num_steps={STEPS}", "optimizer.lr=1e-2", "reward_workers=1", "progress=false", "save_every=100", *extra]
+            f"num_steps={STEPS}", f"schedule_steps={2 * STEPS}", "optimizer.schedule=cosine", "optimizer.lr=1e-2",
+            "reward_workers=1", "progress=false", "save_every=100", *extra]
 
 
 def _metrics(out):
@@ -55,6 +56,9 @@ def test_resumed_run_continues_identically(setup, capsys):
     a, b = ([{k: v for k, v in m.items() if not k.startswith(("heldout/", "host/"))} for m in run if m["step"] > 0]
             for run in (a, b))
     assert [m["step"] for m in a] == [m["step"] for m in b] == [1, 2, 3, 4]
+    # The run ends half-way along its 8-step cosine (schedule_steps), the resumed one too.
+    cosine_of_8 = [1e-2 * 0.5 * (1 + np.cos(np.pi * k / (2 * STEPS))) for k in range(STEPS)]
+    np.testing.assert_allclose([m["lr"] for m in b], cosine_of_8, rtol=1e-5)
     # The resumed run's summary is the run's, not its last invocation's (step 1, not step 3).
     resumed_summary = json.loads((resumed / "summary.json").read_text())
     assert resumed_summary["reward_first"] == summary["reward_first"] == a[0]["reward_mean"]
