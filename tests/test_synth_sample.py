@@ -10,8 +10,13 @@ import json
 
 import pytest
 
+from swe_rl_jax.cli import main as cli
+from swe_rl_jax.config import ConfigError
+from swe_rl_jax.data.records import read_records, records_file
 from swe_rl_jax.data.sample import make_sample_repos
 from swe_rl_jax.data.sources import GitRepo, Snapshot
+from swe_rl_jax.pipeline.main_job import MainConfig
+from swe_rl_jax.pipeline.resolution import SAMPLE_INSTANCES, write_sample_instances
 from swe_rl_jax.rewards import git_diff
 from swe_rl_jax.synth.run import Counts, SynthOptions, instance_id_for, repo_candidates, source_files
 from swe_rl_jax.synth.issue_text import restyle
@@ -78,3 +83,36 @@ def test_issue_texts_render_the_recorded_evidence_and_name_no_test_or_source_fil
                 names = {t.split("::")[-1].split("[")[0] for t in tests} | {t.split("::")[0] for t in tests}
                 assert not any(name in text for name in names | set(modules)), row["instance_id"]
                 assert "tests/" not in text and "test_" not in text, row["instance_id"]
+
+
+def test_build_data_and_the_main_job_take_another_synthesize_output(tmp_path, capsys):
+    """`--synth-instances FILE` (build-data) and `synth_instances` (the main job): FILE's synthesized
+    tasks in place of the shipped ones. FILE holds two shipped rows of each repository: the records
+    hold exactly those synthesized tasks, their issue texts rendered in the asked style, and the
+    main job's instances file is the sample's issues plus FILE."""
+    chosen = [row for name in REPORT["repos"] for row in [r for r in ROWS if r["repo"] == name][:2]]
+    synth = tmp_path / "synth.jsonl"
+    synth.write_text("".join(json.dumps(row) + "\n" for row in chosen))
+    out = tmp_path / "records"
+    assert cli(["build-data", "--sample", "--synthesized", "--synth-instances", str(synth), "--issue-style", "tests",
+                "--subtasks", "edit_generation", "--no-progress", "--out", str(out)]) == 0
+    records = [r for split in ("train", "validation") for r in read_records(records_file(out, split, "edit_generation"))]
+    shipped = {row["instance_id"] for row in ROWS}
+    assert {r.instance_id for r in records} & shipped == {row["instance_id"] for row in chosen}
+    by_id = {r.instance_id: r for r in records}
+    for row in chosen:
+        assert restyle(row, "tests")["problem_statement"] in by_id[row["instance_id"]].messages[-1]["content"]
+    assert any(i not in shipped for i in by_id)  # the sample's own issues are still there
+    written = write_sample_instances(tmp_path / "instances.jsonl", True, synth)
+    assert written.read_text() == SAMPLE_INSTANCES.read_text() + synth.read_text()
+
+    capsys.readouterr()
+    assert cli(["build-data", "--sample", "--synth-instances", str(synth), "--out", str(tmp_path / "x")]) == 2
+    assert cli(["build-data", "--sample", "--synthesized", "--synth-instances", str(tmp_path / "none.jsonl"),
+                "--out", str(tmp_path / "x")]) == 2
+    errors = capsys.readouterr().err
+    assert "--synth-instances go with --sample --synthesized" in errors and "none.jsonl: no such file" in errors
+    with pytest.raises(ConfigError, match="synth_instances"):
+        MainConfig(synth_instances=str(tmp_path / "none.jsonl"))
+    with pytest.raises(ConfigError, match="synth_instances"):
+        MainConfig(synthesized=False, synth_instances=str(synth))

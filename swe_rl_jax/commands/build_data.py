@@ -5,6 +5,7 @@
     python -m swe_rl_jax.cli build-data --sample --out DIR      # the shipped sample (data/sample/)
     python -m swe_rl_jax.cli build-data --sample --synthesized --out DIR   # plus its synthesized tasks
     python -m swe_rl_jax.cli build-data --sample --synthesized --issue-style tests --held-out-repo tidewater/ledgerly --out DIR
+    python -m swe_rl_jax.cli build-data --sample --synthesized --synth-instances SYNTH/instances.jsonl --out DIR
 
 Instance files are JSON arrays, JSONL or Parquet. Writes OUT/<split>/<subtask>.jsonl and
 OUT/summary.json, and prints a summary table: tasks kept per split and subtask, skipped per
@@ -54,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--issue-style", choices=ISSUE_STYLES,
                      help="with --synthesized: render the synthesized issue texts in this style from their "
                           "recorded failure evidence (default: as shipped; docs/SYNTH.md)")
+    src.add_argument("--synth-instances", metavar="FILE",
+                     help="with --synthesized: these synthesized tasks instead of the shipped ones (the "
+                          "instances.jsonl of a `synthesize --sample --out DIR` run)")
     src.add_argument("--sample-repos", metavar="DIR",
                      help="with --sample: create its repositories in DIR and keep them (default: a temporary directory)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -127,8 +131,11 @@ def main(argv: list[str]) -> int:
     if (args.synthesized or args.sample_repos) and not args.sample:
         print("error: --synthesized and --sample-repos go with --sample", file=sys.stderr)
         return 2
-    if args.issue_style and not args.synthesized:
-        print("error: --issue-style goes with --sample --synthesized", file=sys.stderr)
+    if (args.issue_style or args.synth_instances) and not args.synthesized:
+        print("error: --issue-style and --synth-instances go with --sample --synthesized", file=sys.stderr)
+        return 2
+    if args.synth_instances and not Path(args.synth_instances).is_file():
+        print(f"error: --synth-instances {args.synth_instances}: no such file", file=sys.stderr)
         return 2
     if args.renamed_copies < 0:
         print(f"error: --renamed-copies must be >= 0, got {args.renamed_copies}", file=sys.stderr)
@@ -142,7 +149,7 @@ def main(argv: list[str]) -> int:
         progress = not args.no_progress
         if args.sample:
             summary = build_sample(args.out, options, mining, progress, args.synthesized, args.sample_repos or "",
-                                   args.issue_style or "")
+                                   args.issue_style or "", args.synth_instances or "")
         else:
             sources = BuildSources(tuple(args.instances), args.repos or "",
                                    tuple((p, args.repo_name or Path(p).resolve().name) for p in args.git_repo),

@@ -66,11 +66,12 @@ def build_from_sources(sources: BuildSources, options: BuildOptions, mining: Min
 
 def build_sample(out_dir: str | Path, options: BuildOptions = BuildOptions(), mining: MiningOptions = MiningOptions(),
                  progress: bool = False, synthesized: bool = False, repos_dir: str | Path = "",
-                 issue_style: str = "") -> dict[str, Any]:
+                 issue_style: str = "", synth_instances: str | Path = "") -> dict[str, Any]:
     """The shipped sample: its instances plus the histories its manifest marks for mining, and with
-    `synthesized` the tasks synthesized from its repositories (`synth/sample.py`), their issue texts
-    rendered in `issue_style` ("" as shipped; synth/issue_text.py). The repositories are made in
-    `repos_dir` and kept there, or in a temporary directory."""
+    `synthesized` the tasks synthesized from its repositories (`synth/sample.py`: the shipped ones,
+    or those of `synth_instances`, another `synthesize --sample` output), their issue texts rendered
+    in `issue_style` ("" as written; synth/issue_text.py). The repositories are made in `repos_dir`
+    and kept there, or in a temporary directory."""
     with contextlib.ExitStack() as stack:
         def scratch() -> Path:
             return Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="swe_rl_jax_sample_")))
@@ -79,10 +80,11 @@ def build_sample(out_dir: str | Path, options: BuildOptions = BuildOptions(), mi
         made = make_sample_repos(repos)
         instances = [str(SAMPLE_DIR / "instances.jsonl")]
         if synthesized:
-            from swe_rl_jax.synth.sample import add_sample_synth_commits, write_synth_rows
+            from swe_rl_jax.synth.sample import SYNTH_INSTANCES, add_sample_synth_commits, write_synth_rows
 
-            shipped = add_sample_synth_commits(made)
-            instances.append(str(write_synth_rows(scratch() / "synth.jsonl", issue_style) if issue_style else shipped))
+            source = add_sample_synth_commits(made, Path(synth_instances or SYNTH_INSTANCES))
+            instances.append(str(write_synth_rows(scratch() / "synth.jsonl", issue_style, source) if issue_style
+                                 else source))
         sources = BuildSources(
             instances=tuple(instances), repos=str(repos),
             git_repos=tuple((str(made[spec["repo"]]), spec["repo"]) for spec in load_manifest()["repos"]

@@ -74,6 +74,9 @@ class MainConfig:
     out_dir: str = "outputs/main"
     model: ModelSource = field(default_factory=ModelSource)
     synthesized: bool = True  # add the sample's synthesized tasks (data/sample/synth) to its issues
+    # Another `synthesize --sample --out DIR` output (DIR/instances.jsonl) in place of the shipped
+    # synthesized tasks, e.g. every candidate instead of the shipped sample's first ones (docs/SYNTH.md).
+    synth_instances: str = ""
     issue_style: str = "behaviour"  # how the synthesized issue texts read (synth/issue_text.py: ISSUE_STYLES)
     eval_issue_styles: tuple[str, ...] = ()  # further styles the held-out records are evaluated in
     held_out_repo: str = ""  # the unseen repository (validation split); "" = the split by repository hash
@@ -96,6 +99,9 @@ class MainConfig:
     def __post_init__(self) -> None:
         require(bool(self.out_dir), "out_dir", "is required")
         require(self.renamed_copies >= 0, "renamed_copies", "must be >= 0")
+        require(not self.synth_instances or self.synthesized, "synth_instances", "needs synthesized: true")
+        require(not self.synth_instances or Path(self.synth_instances).is_file(), "synth_instances",
+                f"{self.synth_instances!r} is not a file (synthesize --sample --out DIR writes DIR/instances.jsonl)")
         require(self.sft_data in ("teacher", "ground_truth"), "sft_data", "must be 'teacher' or 'ground_truth'")
         for style in (self.issue_style, *self.eval_issue_styles):
             require(style in ISSUE_STYLES, "issue_style", f"{style!r} is not one of {list(ISSUE_STYLES)}")
@@ -124,11 +130,12 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     options = dataclasses.replace(config.build, tree_outline=config.tree_outline, tree_retrieval=config.tree_retrieval,
                                   held_out_repos=(config.held_out_repo,) if config.held_out_repo else ())
     summary = build_sample(records, options, synthesized=config.synthesized, repos_dir=repos,
-                           issue_style=config.issue_style)
+                           issue_style=config.issue_style, synth_instances=config.synth_instances)
     print(format_summary(summary))
-    instances = write_sample_instances(out / "instances.jsonl", config.synthesized)
+    instances = write_sample_instances(out / "instances.jsonl", config.synthesized, config.synth_instances)
     for style in config.eval_issue_styles:  # the same records, the synthesized issue texts told another way
-        build_sample(records_of[style], options, synthesized=config.synthesized, issue_style=style)
+        build_sample(records_of[style], options, synthesized=config.synthesized, issue_style=style,
+                     synth_instances=config.synth_instances)
     held_out_repos = summary["repos"]["validation"]
     print(f"held out: {', '.join(held_out_repos)}; issue texts: {', '.join(config.styles)}")
     if config.renamed_copies:

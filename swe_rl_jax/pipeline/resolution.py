@@ -54,10 +54,10 @@ class ResolutionConfig:
         return HarnessOptions(workers=self.workers, limits=Limits(timeout_s=self.timeout_s))
 
 
-def write_sample_instances(path: Path, synthesized: bool) -> Path:
-    """One instances file of the sample's issues (and its synthesized tasks): what the harness and
-    the execution rewards look instances up in."""
-    files = [SAMPLE_INSTANCES] + ([SYNTH_INSTANCES] if synthesized else [])
+def write_sample_instances(path: Path, synthesized: bool, synth_instances: str | Path = "") -> Path:
+    """One instances file of the sample's issues (and its synthesized tasks: the shipped ones or
+    `synth_instances`): what the harness and the execution rewards look instances up in."""
+    files = [SAMPLE_INSTANCES] + ([Path(synth_instances or SYNTH_INSTANCES)] if synthesized else [])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f.read_text(encoding="utf-8") for f in files), encoding="utf-8")
     return path

@@ -29,17 +29,18 @@ def load_synth_rows(path: Path = SYNTH_INSTANCES) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def write_synth_rows(path: Path, issue_style: str) -> Path:
-    """The shipped synthesized instances with their issue texts rendered in `issue_style` from the
-    recorded failure evidence (`issue_text.restyle`), written to `path`."""
+def write_synth_rows(path: Path, issue_style: str, source: Path = SYNTH_INSTANCES) -> Path:
+    """The synthesized instances of `source` (the shipped ones by default) with their issue texts
+    rendered in `issue_style` from the recorded failure evidence (`issue_text.restyle`), written to `path`."""
     with open(path, "w", encoding="utf-8") as handle:
-        for row in load_synth_rows():
+        for row in load_synth_rows(source):
             handle.write(json.dumps(restyle(row, issue_style), sort_keys=True) + "\n")
     return path
 
 
-def add_sample_synth_commits(made: Mapping[str, Path]) -> Path:
-    """Adds the buggy commit of every shipped synthesized instance to the sample repositories
-    `made` (name → clone, from `make_sample_repos`); returns the instances file."""
-    add_buggy_commits(made, load_synth_rows())
-    return SYNTH_INSTANCES
+def add_sample_synth_commits(made: Mapping[str, Path], source: Path = SYNTH_INSTANCES) -> Path:
+    """Adds the buggy commit of every synthesized instance of `source` (the shipped ones by default,
+    or another `synthesize --sample` output) to the sample repositories `made` (name → clone, from
+    `make_sample_repos`); returns the instances file."""
+    add_buggy_commits(made, load_synth_rows(source))
+    return source
