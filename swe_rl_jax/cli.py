@@ -65,12 +65,13 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from swe_rl_jax.config import ConfigError
     from swe_rl_jax.data.records import RecordFormatError
     from swe_rl_jax.data.sources import InputError
+    from swe_rl_jax.synth.repos import SynthRepoError
     from swe_rl_jax.teachers.base import TeacherError
     from swe_rl_jax.teachers.jsonl_file import TeacherFileError
     from swe_rl_jax.tokenizer import TokenizerError
 
     return (ConfigError, CheckpointError, RecordFormatError, TeacherFileError, TokenizerError, FileNotFoundError,
-            InputError, TeacherError)
+            InputError, TeacherError, SynthRepoError)
 
 
 if __name__ == "__main__":

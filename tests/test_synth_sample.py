@@ -112,6 +112,18 @@ def test_build_data_and_the_main_job_take_another_synthesize_output(tmp_path, ca
                 "--out", str(tmp_path / "x")]) == 2
     errors = capsys.readouterr().err
     assert "--synth-instances go with --sample --synthesized" in errors and "none.jsonl: no such file" in errors
+    # Bad rows: one clear line each, exit 2 (no traceback), naming the file and line or the instance.
+    bad = {"malformed.jsonl": json.dumps(chosen[0]) + "\n{not json\n",
+           "fieldless.jsonl": json.dumps({k: v for k, v in chosen[0].items() if k != "patch"}) + "\n",
+           "elsewhere.jsonl": json.dumps(chosen[0] | {"repo": "nobody/nothing"}) + "\n"}
+    expected = {"malformed.jsonl": "malformed.jsonl:2: malformed JSON", "fieldless.jsonl": "fieldless.jsonl:1: "
+                "not a synthesized instance (no patch)", "elsewhere.jsonl": "no repository 'nobody/nothing'"}
+    for name, text in bad.items():
+        (tmp_path / name).write_text(text)
+        assert cli(["build-data", "--sample", "--synthesized", "--synth-instances", str(tmp_path / name),
+                    "--subtasks", "edit_generation", "--no-progress", "--out", str(tmp_path / "x")]) == 2, name
+        errors = capsys.readouterr().err
+        assert expected[name] in errors and "Traceback" not in errors, errors
     with pytest.raises(ConfigError, match="synth_instances"):
         MainConfig(synth_instances=str(tmp_path / "none.jsonl"))
     with pytest.raises(ConfigError, match="synth_instances"):

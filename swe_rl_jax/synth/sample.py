@@ -17,7 +17,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from swe_rl_jax.data.records import iter_jsonl
 from swe_rl_jax.data.sample import SAMPLE_DIR
+from swe_rl_jax.data.sources import InputError
 from swe_rl_jax.synth.issue_text import restyle
 from swe_rl_jax.synth.repos import add_buggy_commits
 
@@ -25,8 +27,21 @@ SYNTH_SAMPLE_DIR = SAMPLE_DIR / "synth"
 SYNTH_INSTANCES = SYNTH_SAMPLE_DIR / "instances.jsonl"
 
 
+# What a buggy commit is rebuilt from (`synth.repos.build_buggy_commits`).
+_REBUILT_FROM = ("instance_id", "repo", "base_commit", "environment_setup_commit", "patch", "created_at")
+
+
 def load_synth_rows(path: Path = SYNTH_INSTANCES) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The synthesized instances of a JSONL file; malformed JSON, or a row without the fields its
+    buggy commit is rebuilt from, raises InputError naming the file and line."""
+    rows = []
+    for lineno, row in iter_jsonl(path, InputError):
+        missing = [key for key in _REBUILT_FROM if not isinstance(row, dict) or key not in row]
+        if missing:
+            raise InputError(f"{path}:{lineno}: not a synthesized instance (no {', '.join(missing)}); "
+                             "`synthesize --sample --out DIR` writes DIR/instances.jsonl")
+        rows.append(row)
+    return rows
 
 
 def write_synth_rows(path: Path, issue_style: str, source: Path = SYNTH_INSTANCES) -> Path:
