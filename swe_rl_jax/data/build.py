@@ -80,9 +80,9 @@ def build_sample(out_dir: str | Path, options: BuildOptions = BuildOptions(), mi
         made = make_sample_repos(repos)
         instances = [str(SAMPLE_DIR / "instances.jsonl")]
         if synthesized:
-            from swe_rl_jax.synth.sample import SYNTH_INSTANCES, add_sample_synth_commits, write_synth_rows
+            from swe_rl_jax.synth.sample import add_sample_synth_commits, write_synth_rows
 
-            source = add_sample_synth_commits(made, Path(synth_instances or SYNTH_INSTANCES))
+            source = add_sample_synth_commits(made, synth_instances)
             instances.append(str(write_synth_rows(scratch() / "synth.jsonl", issue_style, source) if issue_style
                                  else source))
         sources = BuildSources(

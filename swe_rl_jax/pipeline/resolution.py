@@ -26,7 +26,7 @@ from swe_rl_jax.eval.resolve import ResolveConfig, run_resolve
 from swe_rl_jax.harness import HarnessOptions, Limits, evaluate_predictions, load_predictions, load_specs, write_report
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.sampling import SamplingParams
-from swe_rl_jax.synth.sample import SYNTH_INSTANCES
+from swe_rl_jax.synth.sample import synth_instances_file
 
 SAMPLE_INSTANCES = SAMPLE_DIR / "instances.jsonl"
 SPECS = SAMPLE_DIR / "specs.json"
@@ -57,7 +57,7 @@ class ResolutionConfig:
 def write_sample_instances(path: Path, synthesized: bool, synth_instances: str | Path = "") -> Path:
     """One instances file of the sample's issues (and its synthesized tasks: the shipped ones or
     `synth_instances`): what the harness and the execution rewards look instances up in."""
-    files = [SAMPLE_INSTANCES] + ([Path(synth_instances or SYNTH_INSTANCES)] if synthesized else [])
+    files = [SAMPLE_INSTANCES] + ([synth_instances_file(synth_instances)] if synthesized else [])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f.read_text(encoding="utf-8") for f in files), encoding="utf-8")
     return path

@@ -21,6 +21,10 @@ from swe_rl_jax.data.sample import run_isolated_git
 SYNTH_IDENTITY = "swe_rl_jax synthesize <synthesize@swe-rl-jax.invalid>"
 
 
+# The fields of an instance its buggy commit is rebuilt from (`build_buggy_commits`, `add_buggy_commits`).
+REBUILT_FROM = ("instance_id", "repo", "base_commit", "environment_setup_commit", "patch", "created_at")
+
+
 class SynthRepoError(RuntimeError):
     """A buggy state could not be rebuilt, or came out with another commit id than recorded."""
 

@@ -21,14 +21,15 @@ from swe_rl_jax.data.records import iter_jsonl
 from swe_rl_jax.data.sample import SAMPLE_DIR
 from swe_rl_jax.data.sources import InputError
 from swe_rl_jax.synth.issue_text import restyle
-from swe_rl_jax.synth.repos import add_buggy_commits
+from swe_rl_jax.synth.repos import REBUILT_FROM, add_buggy_commits
 
 SYNTH_SAMPLE_DIR = SAMPLE_DIR / "synth"
 SYNTH_INSTANCES = SYNTH_SAMPLE_DIR / "instances.jsonl"
 
 
-# What a buggy commit is rebuilt from (`synth.repos.build_buggy_commits`).
-_REBUILT_FROM = ("instance_id", "repo", "base_commit", "environment_setup_commit", "patch", "created_at")
+def synth_instances_file(path: str | Path = "") -> Path:
+    """The synthesized instances to use: `path`, or the shipped ones when it is ""."""
+    return Path(path) if path else SYNTH_INSTANCES
 
 
 def load_synth_rows(path: Path = SYNTH_INSTANCES) -> list[dict[str, Any]]:
@@ -36,7 +37,7 @@ def load_synth_rows(path: Path = SYNTH_INSTANCES) -> list[dict[str, Any]]:
     buggy commit is rebuilt from, raises InputError naming the file and line."""
     rows = []
     for lineno, row in iter_jsonl(path, InputError):
-        missing = [key for key in _REBUILT_FROM if not isinstance(row, dict) or key not in row]
+        missing = [key for key in REBUILT_FROM if not isinstance(row, dict) or key not in row]
         if missing:
             raise InputError(f"{path}:{lineno}: not a synthesized instance (no {', '.join(missing)}); "
                              "`synthesize --sample --out DIR` writes DIR/instances.jsonl")
@@ -53,9 +54,10 @@ def write_synth_rows(path: Path, issue_style: str, source: Path = SYNTH_INSTANCE
     return path
 
 
-def add_sample_synth_commits(made: Mapping[str, Path], source: Path = SYNTH_INSTANCES) -> Path:
-    """Adds the buggy commit of every synthesized instance of `source` (the shipped ones by default,
-    or another `synthesize --sample` output) to the sample repositories `made` (name → clone, from
+def add_sample_synth_commits(made: Mapping[str, Path], source: str | Path = "") -> Path:
+    """Adds the buggy commit of every synthesized instance of `source` (another `synthesize --sample`
+    output, or "" for the shipped ones) to the sample repositories `made` (name → clone, from
     `make_sample_repos`); returns the instances file."""
-    add_buggy_commits(made, load_synth_rows(source))
-    return source
+    path = synth_instances_file(source)
+    add_buggy_commits(made, load_synth_rows(path))
+    return path
