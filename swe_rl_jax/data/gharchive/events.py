@@ -56,6 +56,7 @@ class Event:
     merged: bool | None = None
     author: str = ""  # the pull request's or issue's author
     author_type: str = ""  # "User", "Bot", ...
+    created: str = ""  # when the pull request or issue was opened (full payloads)
     base_sha: str = ""
     head_sha: str = ""
     merge_sha: str = ""
@@ -165,7 +166,7 @@ def normalize(raw: Any) -> Event | str:
                  trimmed="title" not in pr, merged=merged if isinstance(merged, bool) else None,
                  author=str(user.get("login", "")), author_type=str(user.get("type", "")),
                  base_sha=_sha(pr, "base"), head_sha=_sha(pr, "head"), merge_sha=str(pr.get("merge_commit_sha") or ""),
-                 **common)
+                 created=str(pr.get("created_at") or ""), **common)
 
 
 def read_events(paths: list[Path], tally: Tally) -> Iterator[Event]:

@@ -28,7 +28,7 @@ class PullRequest:
     base_sha: str
     head_sha: str
     merge_sha: str
-    opened_at: str  # the first event's time
+    opened_at: str  # when it was opened (a full payload says), else its first event's time
     closed_at: str
     events: tuple[Event, ...]
 
@@ -46,7 +46,7 @@ class PullRequest:
 def aggregate(repo: str, number: int, events: Sequence[Event]) -> PullRequest:
     """`events` in time order (`EventStore.pulls`)."""
     title = body = None
-    author = author_type = base = head = merge = closed_at = ""
+    author = author_type = base = head = merge = closed_at = created = ""
     state = "open"
     for e in events:
         if e.kind == "pull_request" and e.action == "closed":
@@ -58,8 +58,9 @@ def aggregate(repo: str, number: int, events: Sequence[Event]) -> PullRequest:
             title, body = e.title, e.body
         author, author_type = e.author or author, e.author_type or author_type
         base, head, merge = e.base_sha or base, e.head_sha or head, e.merge_sha or merge
+        created = created or e.created
     return PullRequest(repo, number, state, title, body, author, author_type, base, head, merge,
-                       events[0].time if events else "", closed_at, tuple(events))
+                       created or (events[0].time if events else ""), closed_at, tuple(events))
 
 
 def event_log(pr: PullRequest) -> list[dict[str, Any]]:
