@@ -195,6 +195,8 @@ def curated(tmp_path_factory):
     tips["trimmed"] = pull("trimmed", {"pkg/zeta.py": "Z = 3\n"})
     tips["textless"] = pull("textless", {"pkg/zeta.py": "Z = 4\n"})
     tips["unmerged"] = pull("unmerged", {"pkg/zeta.py": "Z = 5\n"}, merge=False)
+    tips["long"] = pull("long", {"pkg/zeta.py": "".join(f"Z{i} = {i}\n" for i in range(30))})
+    tips["docs"] = pull("docs", {"README.md": "docs\n"})
 
     hour = _recorded(HOUR)
     pr_t, issue_t = hour[4], hour[6]  # recorded PullRequestEvent (closed, merged) and IssuesEvent
@@ -209,6 +211,7 @@ def curated(tmp_path_factory):
         closed(12, "bot", merged=True, login="dependabot[bot]", user_type="Bot"),
         closed(13, "lock", merged=True), closed(14, "version", merged=True), closed(15, "many", merged=True),
         closed(16, "tests", merged=True), closed(17, "fix", merged=False),
+        closed(23, "long", merged=True), closed(24, "docs", merged=True),
         _pr_event(pr_t, r, 18, "closed", t1, merged=True, base="1" * 40, head="2" * 40),
         _pr_event(pr_t, r, 19, "opened", t0, title="Zeta three", body="", base=tips["trimmed"][0],
                   head=tips["trimmed"][1]),
@@ -224,7 +227,7 @@ def curated(tmp_path_factory):
         {"task_id": "acme__widgets-11", "response": "```\npkg/core.py\n- pkg/zeta.py\nnope.py\n```"},
         {"task_id": "acme__widgets-19", "response": "I cannot tell."}])
     opts = CurateOptions(str(hours / "*.json.gz"), str(root / "repos"), str(root / "out"))
-    mining = MiningOptions(max_files=3)
+    mining = MiningOptions(max_files=3, max_changed_lines=20)
     report = curate(opts, mining, SourceFilter())
     policy_opts = CurateOptions(str(hours), str(root / "repos"), str(root / "out_policy"))
     policy_report = curate(policy_opts, mining, SourceFilter(), JsonlTeacher(answers))
@@ -240,8 +243,9 @@ def test_each_filter_is_counted_and_the_missing_commits_named(curated):
     assert report["instances"] == 2
     assert report["pull_requests"]["counts"] == {
         "bot_author": 1, "commits_not_in_clone": 1, "lock_or_generated_only": 1, "merge_unknown": 1, "no_clone": 1,
-        "no_text_trimmed_payload": 1, "not_closed_in_archive": 1, "not_merged": 1, "pull_requests": 13,
-        "tests_only_or_empty": 1, "too_many_files": 1, "version_bump": 1}
+        "no_source_change": 1, "no_text_trimmed_payload": 1, "not_closed_in_archive": 1, "not_merged": 1,
+        "pull_requests": 15, "tests_only_or_empty": 1, "too_many_changed_lines": 1, "too_many_files": 1,
+        "version_bump": 1}
     examples = report["pull_requests"]["examples"]
     assert examples["commits_not_in_clone"] == ["acme/widgets#18 (head 222222222222, merge 000000000000)"]
     assert examples["no_clone"] == ["acme/unknown#1"] and examples["bot_author"] == ["acme/widgets#12"]
