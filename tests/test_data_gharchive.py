@@ -300,6 +300,12 @@ def test_build_data_makes_valid_records_from_curated_instances(curated, tmp_path
     fix = next(r for r in swe_rl if r.instance_id == "acme__widgets-11")
     assert fix.ground_truth["patch"] == _instances(root / "out")["acme__widgets-11"]["patch"]
     assert len(list(read_records(out / "train" / "file_localization.jsonl"))) == 2
+    # The policy's choice reaches the SWE-RL task's context.
+    assert cli_main(["build-data", "--instances", str(root / "out_policy" / "instances.jsonl"), "--repos",
+                     str(root / "repos"), "--out", str(tmp_path / "p"), "--no-progress", "--val-fraction", "0",
+                     "--subtasks", "swe_rl"]) == 0
+    chosen = {r.instance_id: r for r in read_records(tmp_path / "p" / "train" / "swe_rl.jsonl")}["acme__widgets-11"]
+    assert chosen.meta["related_files"] == ["pkg/zeta.py"] and "pkg/zeta.py" in chosen.context["code_context"]
 
 
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
