@@ -21,7 +21,6 @@ from swe_rl_jax.data.options import MiningOptions
 from swe_rl_jax.data.records import read_records
 from swe_rl_jax.data.sample import commit_all, init_repo, run_isolated_git, write_files
 from swe_rl_jax.data.skeleton import SourceFilter
-from swe_rl_jax.teachers.jsonl_file import JsonlTeacher
 
 DATA = Path(__file__).parent / "data" / "gharchive"
 HOUR = DATA / "2015-01-01-12.excerpt.json.gz"
@@ -229,8 +228,11 @@ def curated(tmp_path_factory):
     opts = CurateOptions(str(hours / "*.json.gz"), str(root / "repos"), str(root / "out"))
     mining = MiningOptions(max_files=3, max_changed_lines=20)
     report = curate(opts, mining, SourceFilter())
-    policy_opts = CurateOptions(str(hours), str(root / "repos"), str(root / "out_policy"))
-    policy_report = curate(policy_opts, mining, SourceFilter(), JsonlTeacher(answers))
+    # The policy through the command: a teacher config (kind jsonl) replaying recorded answers.
+    (root / "teacher.yaml").write_text(f"kind: jsonl\npath: {answers}\n")
+    assert cli_main(["curate", "--events", str(hours), "--repos", str(root / "repos"), "--out", str(root / "out_policy"),
+                     "--max-files", "3", "--max-changed-lines", "20", "--related-policy", str(root / "teacher.yaml")]) == 0
+    policy_report = json.loads((root / "out_policy" / "report.json").read_text())
     return root, repo, tips, report, policy_report
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, Sequence
 
 from swe_rl_jax.config import from_dict, load_config
-from swe_rl_jax.data.gharchive.curate import CurateOptions, curate
+from swe_rl_jax.data.gharchive.curate import Ask, CurateOptions, curate
+from swe_rl_jax.data.gharchive.relevant import Message
 from swe_rl_jax.data.options import BuildOptions, MiningOptions
 
 
@@ -46,6 +47,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _teacher_policy(config_path: str) -> Ask:
+    """The teacher a config names, asked greedily for one answer per prompt."""
+    from swe_rl_jax.teachers import TeacherRequest, check_any_answered
+    from swe_rl_jax.teachers.config import TeacherConfig, make_teacher
+
+    teacher = make_teacher(load_config(TeacherConfig, config_path))
+
+    def ask(prompts: Sequence[tuple[str, tuple[Message, ...]]]) -> list[str]:
+        responses = teacher.generate([TeacherRequest(task_id, messages, n=1, temperature=0.0, max_tokens=512)
+                                      for task_id, messages in prompts])
+        check_any_answered(responses)
+        return [r.completions[0] if r.completions else "" for r in responses]
+
+    return ask
+
+
 def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
     return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
 
@@ -55,11 +72,7 @@ def main(argv: list[str]) -> int:
     mining = from_dict(MiningOptions, _given(args, ("max_files", "max_changed_lines")))
     build = from_dict(BuildOptions, _given(args, ("file_patterns", "exclude_patterns")))
     opts = CurateOptions(args.events, args.repos, args.out, args.related_files, args.shortlist, args.keep_store)
-    policy = None
-    if args.related_policy:
-        from swe_rl_jax.teachers.config import TeacherConfig, make_teacher
-
-        policy = make_teacher(load_config(TeacherConfig, args.related_policy))
+    policy = _teacher_policy(args.related_policy) if args.related_policy else None
     report = curate(opts, mining, build.source_filter(), policy)
     print(json.dumps({"instances": report["instances"], "events": report["events"]["counts"],
                       "pull_requests": report["pull_requests"]["counts"], "seconds": report["seconds"]}, indent=2))

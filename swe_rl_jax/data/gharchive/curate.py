@@ -12,20 +12,22 @@ import itertools
 import json
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from swe_rl_jax.config import require
 from swe_rl_jax.data.gharchive.assemble import Assembled, assemble
 from swe_rl_jax.data.gharchive.events import Tally, archive_files, read_events
 from swe_rl_jax.data.gharchive.pulls import aggregate
-from swe_rl_jax.data.gharchive.relevant import parse_relevant, ranked_candidates, relevant_messages
+from swe_rl_jax.data.gharchive.relevant import Message, parse_relevant, ranked_candidates, relevant_messages
 from swe_rl_jax.data.gharchive.store import EventStore
 from swe_rl_jax.data.options import MiningOptions
 from swe_rl_jax.data.skeleton import SourceFilter
 from swe_rl_jax.data.sources import GitRepo, InputError, RepoLocator
-from swe_rl_jax.teachers.base import Teacher, TeacherRequest, check_any_answered
 
 _BATCH = 32  # instances whose related files one policy call chooses
+# A policy as curation asks it: (task id, chat messages) pairs in, one answer each out ("" for none).
+# The command builds it from a teacher config (commands/curate.py); data/ imports no policy code.
+Ask = Callable[[Sequence[tuple[str, tuple[Message, ...]]]], list[str]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,17 +45,13 @@ class CurateOptions:
 
 
 def _choose_related(batch: list[tuple[Assembled, list[str]]], k: int, shortlist: int,
-                    policy: Teacher | None, tally: Tally) -> None:
+                    policy: Ask | None, tally: Tally) -> None:
     """Sets `related_files` and `related_source` of each instance of the batch."""
     answers: list[list[str]] = [[] for _ in batch]
     if policy is not None and k:
-        requests = [TeacherRequest(a.instance["instance_id"],
-                                   relevant_messages(a.instance["problem_statement"], a.modified, c[:shortlist], k),
-                                   n=1, temperature=0.0, max_tokens=512) for a, c in batch]
-        responses = policy.generate(requests)
-        check_any_answered(responses)
-        answers = [parse_relevant(r.completions[0], c[:shortlist], k) if r.completions else []
-                   for r, (_, c) in zip(responses, batch)]
+        prompts = [(a.instance["instance_id"],
+                    relevant_messages(a.instance["problem_statement"], a.modified, c[:shortlist], k)) for a, c in batch]
+        answers = [parse_relevant(text, c[:shortlist], k) for text, (_, c) in zip(policy(prompts), batch)]
     for (a, candidates), chosen in zip(batch, answers):
         if policy is not None and k and not chosen:
             tally.add("policy_named_no_file", a.instance["instance_id"])
@@ -75,7 +73,7 @@ def _assembled(store: EventStore, locator: RepoLocator, mining: MiningOptions, s
 
 
 def curate(opts: CurateOptions, mining: MiningOptions, source_filter: SourceFilter,
-           policy: Teacher | None = None) -> dict[str, Any]:
+           policy: Ask | None = None) -> dict[str, Any]:
     """Runs curation; returns the report it writes to OUT/report.json."""
     files = archive_files(opts.events)
     if not Path(opts.repos).is_dir():

@@ -17,10 +17,10 @@ from swe_rl_jax.data.pysource import PYTHON_SUFFIXES, SourceSyntaxError, parse_s
 from swe_rl_jax.data.related import rank_related
 from swe_rl_jax.data.skeleton import SourceFilter
 from swe_rl_jax.data.sources import GitRepo, Snapshot
-from swe_rl_jax.teachers.base import Message
 
 RELEVANT_SYSTEM = ("You are an expert software engineer. Given an issue and the files a fix changes, you "
                    "name the other files of the repository a developer should read to make that fix.")
+Message = dict[str, str]  # {"role": ..., "content": ...}, as every policy takes them
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])?\s*`?([^`\s]+)`?\s*$")
 
 
