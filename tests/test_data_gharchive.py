@@ -98,7 +98,8 @@ def test_store_gives_each_pull_request_its_events_in_time_order_once(tmp_path):
     store.add(read_events([late, early, _write_jsonl(tmp_path / "c.jsonl", [edited])], tally), tally)
     [(repo, number, events)] = list(store.pulls())
     assert (repo, number) == ("divio/djangocms-text-ckeditor", 210) and tally.counts["duplicate_events"] == 1
-    assert [(e.action, e.time) for e in events] == [("opened", opened["created_at"]), ("edited", "2015-01-01T12:43:36Z"),
+    assert [(e.action, e.time) for e in events] == [("opened", opened["created_at"]),
+                                                    ("edited", "2015-01-01T12:43:36Z"),
                                                     ("closed", closed["created_at"])]
     assert opened["created_at"] < "2015-01-01T12:43:36Z" < closed["created_at"]
     pr = aggregate(repo, number, events)
@@ -113,7 +114,8 @@ def test_bad_input_is_counted_named_and_the_rest_kept(tmp_path):
     cut.write_bytes(whole[: len(whole) * 2 // 3])
     lines = gzip.decompress(whole).splitlines()
     broken = tmp_path / "broken.jsonl"
-    broken.write_bytes(lines[4] + b"\n{not json\n" + lines[9][:100] + b"\n" + OCTOCRAB.read_bytes().splitlines()[-1] + b"\n")
+    unknown = OCTOCRAB.read_bytes().splitlines()[-1]
+    broken.write_bytes(lines[4] + b"\n{not json\n" + lines[9][:100] + b"\n" + unknown + b"\n")
     tally = Tally()
     events = list(read_events([cut, broken], tally))
     assert tally.counts["truncated_or_corrupt_gzip"] == 1 and str(cut) in tally.examples["truncated_or_corrupt_gzip"][0]
@@ -159,11 +161,14 @@ def curated(tmp_path_factory):
     root = tmp_path_factory.mktemp("gharchive")
     repo = init_repo(root / "repos" / "acme__widgets")
     write_files(repo, {"pkg/__init__.py": '__version__ = "1.0"\n', "pkg/core.py": "from pkg import util\n\n\n"
-                       "def area(w, h):\n    return util.mul(w, h)\n", "pkg/util.py": "def mul(a, b):\n    return a * b\n",
+                       "def area(w, h):\n    return util.mul(w, h)\n",
+                       "pkg/util.py": "def mul(a, b):\n    return a * b\n",
                        "pkg/zeta.py": "Z = 1\n", "tests/test_core.py": "def test_area():\n    pass\n",
                        "poetry.lock": "a\n"})
     commit_all(repo, "Initial commit", HUMAN)
-    git = lambda *a: run_isolated_git(repo, *a).strip()  # noqa: E731
+
+    def git(*args: str) -> str:
+        return run_isolated_git(repo, *args).strip()
 
     def pull(name: str, files: dict, merge: bool = True) -> tuple[str, str]:
         """(main's tip when merged, the branch head)."""
@@ -200,7 +205,10 @@ def curated(tmp_path_factory):
     hour = _recorded(HOUR)
     pr_t, issue_t = hour[4], hour[6]  # recorded PullRequestEvent (closed, merged) and IssuesEvent
     r, t0, t1 = "acme/widgets", "2015-01-01T12:00:00Z", "2015-01-01T12:30:00Z"
-    closed = lambda n, key, **kw: _pr_event(pr_t, r, n, "closed", t1, base=tips[key][0], head=tips[key][1], **kw)  # noqa: E731
+
+    def closed(n: int, key: str, **kw) -> dict:
+        return _pr_event(pr_t, r, n, "closed", t1, base=tips[key][0], head=tips[key][1], **kw)
+
     events = [
         _issue_event(issue_t, r, 10, "Negative areas", "area(-2, 3) is -6.", t0),
         _issue_event(issue_t, "acme/other", 4, "Related", "Elsewhere.", t0),
@@ -230,8 +238,9 @@ def curated(tmp_path_factory):
     report = curate(opts, mining, SourceFilter())
     # The policy through the command: a teacher config (kind jsonl) replaying recorded answers.
     (root / "teacher.yaml").write_text(f"kind: jsonl\npath: {answers}\n")
-    assert cli_main(["curate", "--events", str(hours), "--repos", str(root / "repos"), "--out", str(root / "out_policy"),
-                     "--max-files", "3", "--max-changed-lines", "20", "--related-policy", str(root / "teacher.yaml")]) == 0
+    assert cli_main(["curate", "--events", str(hours), "--repos", str(root / "repos"),
+                     "--out", str(root / "out_policy"), "--max-files", "3", "--max-changed-lines", "20",
+                     "--related-policy", str(root / "teacher.yaml")]) == 0
     policy_report = json.loads((root / "out_policy" / "report.json").read_text())
     return root, repo, tips, report, policy_report
 
@@ -261,7 +270,8 @@ def test_instance_patch_is_the_pull_requests_change_and_text_the_linked_issue(cu
     fix = inst["acme__widgets-11"]
     fork = run_isolated_git(repo, "rev-parse", f"{tips['fix'][1]}^").strip()  # where the branch began
     assert fix["base_commit"] == fork != tips["fix"][0]  # the fork point, not main's tip at merge time
-    assert fix["problem_statement"] == "Negative areas\narea(-2, 3) is -6." and fix["problem_statement_source"] == "issues"
+    assert fix["problem_statement"] == "Negative areas\narea(-2, 3) is -6."
+    assert fix["problem_statement_source"] == "issues"
     assert fix["linked_issues"] == [
         {"repo": "acme/widgets", "number": 10, "closing": True, "text_in_archive": True, "is_pull_request": False},
         {"repo": "acme/other", "number": 4, "closing": False, "text_in_archive": True, "is_pull_request": False}]

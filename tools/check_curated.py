@@ -62,12 +62,14 @@ def main() -> int:
             env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
             _git(repo, "read-tree", d["base_commit"], env=env)
             _git(repo, "apply", "--cached", "-", env=env, stdin=d["patch"] + d["test_patch"])
-            applies = _git(repo, "write-tree", env=env).strip() == _git(repo, "rev-parse", d["tip_commit"] + "^{tree}").strip()
+            tip_tree = _git(repo, "rev-parse", d["tip_commit"] + "^{tree}").strip()
+            applies = _git(repo, "write-tree", env=env).strip() == tip_tree
         merges = [m.split() for m in _git(repo, "log", "--all", "--merges", "--format=%H %P").splitlines()]
         merge = next((m[0] for m in merges if d["tip_commit"] in m[2:]), None)
         same = None
         if merge:
-            same = _lines(_git(repo, "diff", "--no-color", "-M", f"{merge}^1", merge)) == _lines(d["patch"] + d["test_patch"])
+            merge_diff = _git(repo, "diff", "--no-color", "-M", f"{merge}^1", merge)
+            same = _lines(merge_diff) == _lines(d["patch"] + d["test_patch"])
         text_ok = None
         if d["problem_statement_source"] == "issues":
             links = [(i["repo"], i["number"]) for i in d["linked_issues"] if i["text_in_archive"]]

@@ -79,6 +79,8 @@ def curate(opts: CurateOptions, mining: MiningOptions, source_filter: SourceFilt
     if not Path(opts.repos).is_dir():
         raise InputError(f"--repos {opts.repos}: not a directory")
     out = Path(opts.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
     store_path = out / "events.sqlite"
     store_path.unlink(missing_ok=True)

@@ -91,7 +91,8 @@ def archive_files(spec: str) -> list[Path]:
     files), a file, or a glob; sorted by path (hourly names sort in time order)."""
     path = Path(spec)
     if path.is_dir():
-        files = [p for p in path.iterdir() if p.is_file() and p.name.endswith((".json.gz", ".json", ".jsonl", ".jsonl.gz"))]
+        suffixes = (".json.gz", ".json", ".jsonl", ".jsonl.gz")
+        files = [p for p in path.iterdir() if p.is_file() and p.name.endswith(suffixes)]
     else:
         files = [Path(p) for p in glob.glob(spec) if Path(p).is_file()]
     if not files:
