@@ -63,8 +63,8 @@ class EventStore:
 
     def pulls(self) -> Iterator[tuple[str, int, list[Event]]]:
         """(repo, number, events in time order) of every pull request, by repository and number."""
-        keys = self.db.execute("SELECT DISTINCT repo, number FROM events ORDER BY repo, number").fetchall()
-        for repo, number in keys:
+        keys = self.db.cursor()  # its own cursor: the keys stream while the loop body runs other queries
+        for repo, number in keys.execute("SELECT DISTINCT repo, number FROM events ORDER BY repo, number"):
             rows = self.db.execute("SELECT data FROM events WHERE repo = ? AND number = ? ORDER BY time, seq",
                                    (repo, number))
             yield repo, number, [Event.from_json(data) for (data,) in rows]
