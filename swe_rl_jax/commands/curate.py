@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Sequence
+from typing import Sequence
 
+from swe_rl_jax.commands.common import given_flags
 from swe_rl_jax.config import from_dict, load_config
 from swe_rl_jax.data.gharchive.curate import Ask, CurateOptions, curate
 from swe_rl_jax.data.gharchive.relevant import Message
@@ -63,14 +64,10 @@ def _teacher_policy(config_path: str) -> Ask:
     return ask
 
 
-def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
-    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
-
-
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    mining = from_dict(MiningOptions, _given(args, ("max_files", "max_changed_lines")))
-    build = from_dict(BuildOptions, _given(args, ("file_patterns", "exclude_patterns")))
+    mining = from_dict(MiningOptions, given_flags(args, ("max_files", "max_changed_lines")))
+    build = from_dict(BuildOptions, given_flags(args, ("file_patterns", "exclude_patterns")))
     opts = CurateOptions(args.events, args.repos, args.out, args.related_files, args.shortlist, args.keep_store)
     policy = _teacher_policy(args.related_policy) if args.related_policy else None
     report = curate(opts, mining, build.source_filter(), policy)

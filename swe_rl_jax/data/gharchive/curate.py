@@ -92,17 +92,12 @@ def curate(opts: CurateOptions, mining: MiningOptions, source_filter: SourceFilt
         read_s = time.perf_counter() - started
         written = 0
         with (out / "instances.jsonl").open("w", encoding="utf-8") as f:
-            batch: list[tuple[Assembled, list[str]]] = []
             stream = _assembled(store, RepoLocator(opts.repos), mining, source_filter, opts.related_files, pulls)
-            for item in itertools.chain(stream, [None]):
-                if item is not None:
-                    batch.append(item)
-                if batch and (item is None or len(batch) >= _BATCH):
-                    _choose_related(batch, opts.related_files, opts.shortlist, policy, pulls)
-                    for a, _ in batch:
-                        f.write(json.dumps(a.instance, ensure_ascii=False) + "\n")
-                    written += len(batch)
-                    batch = []
+            while batch := list(itertools.islice(stream, _BATCH)):
+                _choose_related(batch, opts.related_files, opts.shortlist, policy, pulls)
+                for a, _ in batch:
+                    f.write(json.dumps(a.instance, ensure_ascii=False) + "\n")
+                written += len(batch)
     finally:
         store.close()
         if not opts.keep_store:
