@@ -225,7 +225,9 @@ def curated(tmp_path_factory):
         closed(19, "trimmed", trimmed=True), closed(20, "textless", trimmed=True), closed(21, "unmerged", trimmed=True),
         _pr_event(pr_t, r, 22, "opened", t0),
         _pr_event(pr_t, "acme/unknown", 1, "closed", t1, merged=True),
+        _pr_event(pr_t, "acme/broken", 1, "closed", t1, merged=True),
     ]
+    (root / "repos" / "acme__broken").mkdir()  # a directory, not a clone
     hours = root / "archive"
     hours.mkdir()
     with gzip.open(hours / "2015-01-01-12.json.gz", "wt", encoding="utf-8") as f:
@@ -254,8 +256,8 @@ def test_each_filter_is_counted_and_the_missing_commits_named(curated):
     assert report["instances"] == 2
     assert report["pull_requests"]["counts"] == {
         "bot_author": 1, "commits_not_in_clone": 1, "lock_or_generated_only": 1, "merge_unknown": 1, "no_clone": 1,
-        "no_source_change": 1, "no_text_trimmed_payload": 1, "not_closed_in_archive": 1, "not_merged": 1,
-        "pull_requests": 15, "tests_only_or_empty": 1, "too_many_changed_lines": 1, "too_many_files": 1,
+        "no_source_change": 1, "no_text_trimmed_payload": 1, "not_a_repository": 1, "not_closed_in_archive": 1,
+        "not_merged": 1, "pull_requests": 16, "tests_only_or_empty": 1, "too_many_changed_lines": 1, "too_many_files": 1,
         "version_bump": 1}
     examples = report["pull_requests"]["examples"]
     assert examples["commits_not_in_clone"] == ["acme/widgets#18 (head 222222222222, merge 000000000000)"]

@@ -4,7 +4,7 @@ filter that drops it.
 Filters, in order (each counted in the report): not merged (closed unmerged, still open, or a
 trimmed closing payload whose head commit is not on the clone's HEAD history); a bot author
 (login matches a bot pattern, or GitHub's user type is "Bot"); no clone under `--repos`; the
-pull request's commits missing from the clone; a patch that is not UTF-8 or cannot be parsed;
+pull request's commits missing from the clone (or its `--repos` directory not a repository); a patch that is not UTF-8 or cannot be parsed;
 then SWE-RL's change filters shared with history mining (`mining.drop_reason`: tests only or
 empty, lock or generated files only, version bump only, no source file, too many files, too many
 changed lines); and last, no text at all (trimmed payloads and no linked issue text).
@@ -71,8 +71,10 @@ def _commits(git: GitRepo, pr: PullRequest) -> tuple[str, str, str] | None:
     """(base commit, tip commit, how) of the pull request's change, None when the clone lacks them."""
     head, base = git.resolve(pr.head_sha), git.resolve(pr.base_sha)
     if head and base:
-        fork = run_git(git.path, "merge-base", base, head).decode().strip()
-        return fork, head, "merge_base..head"
+        try:
+            return run_git(git.path, "merge-base", base, head).decode().strip(), head, "merge_base..head"
+        except GitError:  # no common ancestor (histories rewritten or unrelated): try the merge commit
+            pass
     merge = git.resolve(pr.merge_sha)
     if merge:
         parents = run_git(git.path, "rev-list", "--parents", "-n", "1", merge).decode().split()[1:]
@@ -108,7 +110,11 @@ def assemble(pr: PullRequest, store: EventStore, locator: RepoLocator, opts: Min
     if path is None:
         tally.add("no_clone", where)
         return None
-    git = GitRepo(path)
+    try:
+        git = GitRepo(path)
+    except GitError:
+        tally.add("not_a_repository", f"{where} ({path})")
+        return None
     merged_by = "payload"
     if pr.state == "merge_unknown":
         if not _merged_in_clone(git, pr):
