@@ -46,15 +46,19 @@ class CurateOptions:
 
 def _choose_related(batch: list[tuple[Assembled, list[str]]], k: int, shortlist: int,
                     policy: Ask | None, tally: Tally) -> None:
-    """Sets `related_files` and `related_source` of each instance of the batch."""
+    """Sets `related_files` and `related_source` of each instance of the batch. The policy is asked
+    about the instances that have candidates (a repository of one source file has none)."""
     answers: list[list[str]] = [[] for _ in batch]
-    if policy is not None and k:
-        prompts = [(a.instance["instance_id"],
-                    relevant_messages(a.instance["problem_statement"], a.modified, c[:shortlist], k)) for a, c in batch]
-        answers = [parse_relevant(text, c[:shortlist], k) for text, (_, c) in zip(policy(prompts), batch)]
+    asked = [i for i, (_, candidates) in enumerate(batch) if candidates] if policy is not None and k else []
+    if asked and policy is not None:
+        prompts = [(batch[i][0].instance["instance_id"],
+                    relevant_messages(batch[i][0].instance["problem_statement"], batch[i][0].modified,
+                                      batch[i][1][:shortlist], k)) for i in asked]
+        for i, text in zip(asked, policy(prompts)):
+            answers[i] = parse_relevant(text, batch[i][1][:shortlist], k)
+            if not answers[i]:
+                tally.add("policy_named_no_file", batch[i][0].instance["instance_id"])
     for (a, candidates), chosen in zip(batch, answers):
-        if policy is not None and k and not chosen:
-            tally.add("policy_named_no_file", a.instance["instance_id"])
         a.instance["related_files"] = chosen or candidates[:k]
         a.instance["related_source"] = "policy" if chosen else "imports"
 
