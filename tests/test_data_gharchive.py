@@ -170,11 +170,11 @@ def curated(tmp_path_factory):
     def git(*args: str) -> str:
         return run_isolated_git(repo, *args).strip()
 
-    def pull(name: str, files: dict, merge: bool = True) -> tuple[str, str]:
+    def pull(name: str, files: dict, merge: bool = True, message: str = "") -> tuple[str, str]:
         """(main's tip when merged, the branch head)."""
         git("checkout", "-q", "-b", name, "main")
         write_files(repo, files)
-        head = commit_all(repo, f"work on {name}", HUMAN)
+        head = commit_all(repo, message or f"work on {name}", HUMAN)
         git("checkout", "-q", "main")
         tip = git("rev-parse", "HEAD")
         if merge:
@@ -199,6 +199,7 @@ def curated(tmp_path_factory):
     tips["trimmed"] = pull("trimmed", {"pkg/zeta.py": "Z = 3\n"})
     tips["textless"] = pull("textless", {"pkg/zeta.py": "Z = 4\n"})
     tips["unmerged"] = pull("unmerged", {"pkg/zeta.py": "Z = 5\n"}, merge=False)
+    tips["by_commit"] = pull("by_commit", {"pkg/zeta.py": "Z = 6\n"}, message="Zeta six, fixes #10")
     tips["long"] = pull("long", {"pkg/zeta.py": "".join(f"Z{i} = {i}\n" for i in range(30))})
     tips["docs"] = pull("docs", {"README.md": "docs\n"})
 
@@ -219,6 +220,7 @@ def curated(tmp_path_factory):
         closed(13, "lock", merged=True), closed(14, "version", merged=True), closed(15, "many", merged=True),
         closed(16, "tests", merged=True), closed(17, "fix", merged=False),
         closed(23, "long", merged=True), closed(24, "docs", merged=True),
+        closed(25, "by_commit", trimmed=True),  # trimmed: its only link is in its commit's message
         _pr_event(pr_t, r, 18, "closed", t1, merged=True, base="1" * 40, head="2" * 40),
         _pr_event(pr_t, r, 19, "opened", t0, title="Zeta three", body="", base=tips["trimmed"][0],
                   head=tips["trimmed"][1]),
@@ -253,16 +255,16 @@ def _instances(out: Path) -> dict[str, dict]:
 
 def test_each_filter_is_counted_and_the_missing_commits_named(curated):
     root, _, _, report, _ = curated
-    assert report["instances"] == 2
+    assert report["instances"] == 3
     assert report["pull_requests"]["counts"] == {
         "bot_author": 1, "commits_not_in_clone": 1, "lock_or_generated_only": 1, "merge_unknown": 1, "no_clone": 1,
         "no_source_change": 1, "no_text_trimmed_payload": 1, "not_a_repository": 1, "not_closed_in_archive": 1,
-        "not_merged": 1, "pull_requests": 16, "tests_only_or_empty": 1, "too_many_changed_lines": 1, "too_many_files": 1,
+        "not_merged": 1, "pull_requests": 17, "tests_only_or_empty": 1, "too_many_changed_lines": 1, "too_many_files": 1,
         "version_bump": 1}
     examples = report["pull_requests"]["examples"]
     assert examples["commits_not_in_clone"] == ["acme/widgets#18 (head 222222222222, merge 000000000000)"]
     assert examples["no_clone"] == ["acme/unknown#1"] and examples["bot_author"] == ["acme/widgets#12"]
-    assert report["events"]["counts"]["trimmed_pull_request_payload"] == 3
+    assert report["events"]["counts"]["trimmed_pull_request_payload"] == 4
     assert not (root / "out" / "events.sqlite").exists()
 
 
@@ -290,6 +292,10 @@ def test_instance_patch_is_the_pull_requests_change_and_text_the_linked_issue(cu
     trimmed = inst["acme__widgets-19"]  # closing payload trimmed: merged per the clone, text from the opening
     assert trimmed["merged_per"] == "clone" and trimmed["problem_statement"] == "Zeta three"
     assert trimmed["problem_statement_source"] == "pull_request"
+    by_commit = inst["acme__widgets-25"]  # text unknown, but its commit message "fixes #10"
+    assert by_commit["problem_statement"] == fix["problem_statement"] and by_commit["pull_title"] is None
+    assert by_commit["linked_issues"][0] == {"repo": "acme/widgets", "number": 10, "closing": True,
+                                             "text_in_archive": True, "is_pull_request": False}
 
 
 def test_policy_chooses_related_files_among_the_candidates(curated):
@@ -298,7 +304,7 @@ def test_policy_chooses_related_files_among_the_candidates(curated):
     assert inst["acme__widgets-11"]["related_files"] == ["pkg/zeta.py"]  # core.py is modified, nope.py unknown
     assert inst["acme__widgets-11"]["related_source"] == "policy"
     assert inst["acme__widgets-19"]["related_source"] == "imports"  # named nothing: the heuristic's choice
-    assert report["pull_requests"]["examples"]["policy_named_no_file"] == ["acme__widgets-19"]
+    assert report["pull_requests"]["examples"]["policy_named_no_file"] == ["acme__widgets-19", "acme__widgets-25"]
     system, user = relevant_messages("Bug", ["a.py"], ["b.py", "c.py"], 1)
     assert system["role"] == "system" and "b.py\nc.py" in user["content"] and "at most 1" in user["content"]
     assert parse_relevant("1. `b.py`\n2) c.py\nb.py", ["b.py", "c.py"], 5) == ["b.py", "c.py"]
@@ -310,10 +316,10 @@ def test_build_data_makes_valid_records_from_curated_instances(curated, tmp_path
     assert cli_main(["build-data", "--instances", str(root / "out" / "instances.jsonl"), "--repos",
                      str(root / "repos"), "--out", str(out), "--no-progress", "--val-fraction", "0"]) == 0
     swe_rl = list(read_records(out / "train" / "swe_rl.jsonl"))
-    assert sorted(r.instance_id for r in swe_rl) == ["acme__widgets-11", "acme__widgets-19"]
+    assert sorted(r.instance_id for r in swe_rl) == ["acme__widgets-11", "acme__widgets-19", "acme__widgets-25"]
     fix = next(r for r in swe_rl if r.instance_id == "acme__widgets-11")
     assert fix.ground_truth["patch"] == _instances(root / "out")["acme__widgets-11"]["patch"]
-    assert len(list(read_records(out / "train" / "file_localization.jsonl"))) == 2
+    assert len(list(read_records(out / "train" / "file_localization.jsonl"))) == 3
     # The policy's choice reaches the SWE-RL task's context.
     assert cli_main(["build-data", "--instances", str(root / "out_policy" / "instances.jsonl"), "--repos",
                      str(root / "repos"), "--out", str(tmp_path / "p"), "--no-progress", "--val-fraction", "0",

@@ -15,6 +15,7 @@ commit is gone (a deleted branch of a squash or rebase merge), the merge commit 
 base = its first parent, patch = its diff. The patch is split as SWE-bench does: test files go
 to `test_patch`, the rest to `patch`.
 
+Linked issues: those the title, body and the commit messages of base..tip reference (`linking.py`).
 Problem statement, per the rule documented in docs/DATA.md: the linked issues the archive carried
 text for, closing links first (each "title\\nbody", joined by a blank line); when there are none,
 the pull request's own title and body.
@@ -46,10 +47,11 @@ def instance_id(repo: str, number: int) -> str:
     return f"{repo.replace('/', '__')}-{number}"
 
 
-def _linked(pr: PullRequest, store: EventStore) -> list[tuple[IssueLink, tuple[str, str] | None, bool]]:
+def _linked(pr: PullRequest, commit_messages: str, store: EventStore
+            ) -> list[tuple[IssueLink, tuple[str, str] | None, bool]]:
     """(link, (title, body) or None, the number is a pull request) for every reference."""
     out = []
-    for link in pr.links():
+    for link in pr.links(commit_messages):
         is_pull = store.is_pull(link.repo, link.number)
         out.append((link, None if is_pull else store.issue(link.repo, link.number), is_pull))
     return out
@@ -140,7 +142,8 @@ def assemble(pr: PullRequest, store: EventStore, locator: RepoLocator, opts: Min
     if reason is not None:
         tally.add(reason, where)
         return None
-    linked = _linked(pr, store)
+    messages = run_git(git.path, "log", "--no-show-signature", "--format=%B", f"{base}..{tip}", "--")
+    linked = _linked(pr, messages.decode("utf-8", "replace"), store)
     text, text_source = problem_statement(pr, linked)
     if not text_source:
         tally.add("no_text_trimmed_payload", where)

@@ -36,11 +36,11 @@ class PullRequest:
     def text_known(self) -> bool:
         return self.title is not None
 
-    def links(self) -> list[IssueLink]:
-        """The issues its title and body reference (none when its text is unknown)."""
-        if not self.text_known:
-            return []
-        return issue_links(f"{self.title}\n{self.body or ''}", self.repo, self.number)
+    def links(self, commit_messages: str = "") -> list[IssueLink]:
+        """The issues its title, body and commit messages reference, in that order (GitHub also
+        closes issues from the messages of merged commits); a trimmed text adds nothing."""
+        text = f"{self.title}\n{self.body or ''}\n" if self.text_known else ""
+        return issue_links(text + commit_messages, self.repo, self.number)
 
 
 def aggregate(repo: str, number: int, events: Sequence[Event]) -> PullRequest:
