@@ -1,13 +1,14 @@
 """A merged pull request and its repository's clone → a SWE-bench-style instance, or the named
 filter that drops it.
 
-Filters, in order (each counted in the report): not merged (closed unmerged, still open, or a
-trimmed closing payload whose head commit is not on the clone's HEAD history); a bot author
-(login matches a bot pattern, or GitHub's user type is "Bot"); no clone under `--repos`; the
-pull request's commits missing from the clone (or its `--repos` directory not a repository); a patch that is not UTF-8 or cannot be parsed;
-then SWE-RL's change filters shared with history mining (`mining.drop_reason`: tests only or
-empty, lock or generated files only, version bump only, no source file, too many files, too many
-changed lines); and last, no text at all (trimmed payloads and no linked issue text).
+Filters, in order (each counted in the report, the pull request named): closed unmerged or not
+closed in the hours read; a bot author (login matches a bot pattern, or GitHub's user type is
+"Bot"); no clone under `--repos`, or a directory there that is no repository; a trimmed closing
+payload whose head commit is not on the clone's HEAD history (merge unknown); the pull request's
+commits missing from the clone; a patch that is not UTF-8 or cannot be parsed; SWE-RL's change
+filters shared with history mining (`mining.drop_reason`: tests only or empty, lock or generated
+files only, version bump only, no source file, too many files, too many changed lines); and last,
+no text at all (trimmed payloads and no linked issue with text).
 
 Commits: base = merge-base(base, head) and patch = diff(base, head), which is GitHub's "files
 changed" view of the pull request and applies to `base_commit` by construction. When the head
