@@ -104,7 +104,7 @@ def assemble(pr: PullRequest, store: EventStore, locator: RepoLocator, opts: Min
     """The instance, or None with the reason counted (and named) in `tally`."""
     where = f"{pr.repo}#{pr.number}"
     if pr.state in ("open", "closed"):
-        tally.add("not_merged" if pr.state == "closed" else "not_closed_in_archive")
+        tally.add("not_merged" if pr.state == "closed" else "not_closed_in_archive", where)
         return None
     if names_bot(pr.author, [b.lower() for b in opts.bot_patterns]) or pr.author_type == "Bot":
         tally.add("bot_author", where)
