@@ -18,8 +18,8 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
+from swe_rl_jax.commands.common import given_flags
 from swe_rl_jax.config import ConfigError, from_dict
 from swe_rl_jax.data.augment import add_renamed_copies
 from swe_rl_jax.data.build import BuildSources, build_from_sources, build_sample
@@ -113,10 +113,6 @@ def _field(text: str) -> tuple[str, str]:
     return field, column
 
 
-def _given(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
-    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
-
-
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
@@ -144,8 +140,8 @@ def main(argv: list[str]) -> int:
         print("error: --repo-name needs exactly one --git-repo", file=sys.stderr)
         return 2
     try:
-        options = from_dict(BuildOptions, _given(args, _BUILD_FLAGS))
-        mining = from_dict(MiningOptions, _given(args, _MINING_FLAGS))
+        options = from_dict(BuildOptions, given_flags(args, _BUILD_FLAGS))
+        mining = from_dict(MiningOptions, given_flags(args, _MINING_FLAGS))
         progress = not args.no_progress
         if args.sample:
             summary = build_sample(args.out, options, mining, progress, args.synthesized, args.sample_repos or "",

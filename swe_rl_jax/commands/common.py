@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Sequence, TypeVar
+from typing import Any, Sequence, TypeVar
 
 from swe_rl_jax.config import load_config
 
@@ -12,6 +12,12 @@ T = TypeVar("T")
 # The repository's configs/: commands name their default config here, not relative to the working
 # directory, so they run from anywhere.
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+def given_flags(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
+    """{name: value} of the flags among `names` that were given (not None): the options a command
+    passes on, so that unset flags keep the typed config's defaults."""
+    return {n: getattr(args, n) for n in names if getattr(args, n) is not None}
 
 
 def parse_config_args(prog: str, cls: type[T], argv: Sequence[str], default_config: str | None = None,

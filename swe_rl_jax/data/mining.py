@@ -28,7 +28,7 @@ _VERSION_LINE = re.compile(
 _FIELD, _RECORD = "\x1f", "\x1e"
 # Every option that user or repository configuration could change is pinned, so that the mined
 # patches (and the line numbers read from them) are the same on every machine.
-_DIFF_ARGS = ("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-relative", "-M", "-U3",
+DIFF_ARGS = ("diff", "--no-color", "--no-ext-diff", "--no-textconv", "--no-relative", "-M", "-U3",
               "--inter-hunk-context=0", "--diff-algorithm=myers", "--indent-heuristic",
               "--src-prefix=a/", "--dst-prefix=b/")
 
@@ -61,7 +61,7 @@ def _is_generated(path: str, opts: MiningOptions) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in opts.generated_patterns)
 
 
-def _drop_reason(code: list[FileChange], source_filter: SourceFilter, opts: MiningOptions) -> str | None:
+def drop_reason(code: list[FileChange], source_filter: SourceFilter, opts: MiningOptions) -> str | None:
     """Why a commit's non-test changes are not mined, or None to keep them."""
     if not code:
         return "tests_only_or_empty"
@@ -78,13 +78,19 @@ def _drop_reason(code: list[FileChange], source_filter: SourceFilter, opts: Mini
     return None
 
 
+def names_bot(text: str, bots: list[str]) -> bool:
+    """`text` (a name, login or e-mail) contains one of the lower-case `bots` patterns."""
+    text = text.lower()
+    return any(b in text for b in bots)
+
+
 def _is_bot(commit: dict[str, Any], bots: list[str]) -> bool:
     """A bot author, or a merge of a bot's branch ("Merge pull request #7 from x/dependabot/...")
     which carries the name of the human who merged it."""
-    where = commit["author"].lower()
+    where = commit["author"]
     if len(commit["parents"]) > 1:
-        where += "\n" + commit["message"].split("\n", 1)[0].lower()
-    return any(b in where for b in bots)
+        where += "\n" + commit["message"].split("\n", 1)[0]
+    return names_bot(where, bots)
 
 
 def mine_history(repo: str | Path, repo_name: str, opts: MiningOptions,
@@ -106,7 +112,7 @@ def mine_history(repo: str | Path, repo_name: str, opts: MiningOptions,
         if not message_re.search(commit["message"]):
             dropped["no_issue_reference"] += 1
             continue
-        raw = run_git(repo, *_DIFF_ARGS, commit["parents"][0], commit["sha"], "--")
+        raw = run_git(repo, *DIFF_ARGS, commit["parents"][0], commit["sha"], "--")
         try:
             changes = parse_patch(raw.decode("utf-8")) if raw.strip() else []
         except UnicodeDecodeError:
@@ -116,7 +122,7 @@ def mine_history(repo: str | Path, repo_name: str, opts: MiningOptions,
             dropped[e.reason] += 1
             continue
         code = [c for c in changes if not source_filter.is_test(c.path)]
-        reason = _drop_reason(code, source_filter, opts)
+        reason = drop_reason(code, source_filter, opts)
         if reason is not None:
             dropped[reason] += 1
             continue

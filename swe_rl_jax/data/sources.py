@@ -28,7 +28,7 @@ from swe_rl_jax.data.records import iter_jsonl
 
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch")
 OPTIONAL_FIELDS = ("test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "created_at", "version",
-                   "environment_setup_commit", "requirements", "test_cmd")
+                   "environment_setup_commit", "requirements", "test_cmd", "related_files")
 # Other names that real exports use for a field; the canonical name wins when both are present.
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "patch": ("golden_patch", "gold_patch"),
@@ -71,10 +71,13 @@ class Instance:
     environment_setup_commit: str = ""
     requirements: tuple[str, ...] = ()  # pip requirement strings
     test_cmd: str = ""  # the command that runs the tests (test files are appended)
+    # Context files chosen upstream (`curate`: a policy or the import heuristic); the SWE-RL task
+    # shows these instead of ranking its own (data/tasks.py).
+    related_files: tuple[str, ...] = ()
 
 
-def _test_list(value: Any, where: str, field: str) -> tuple[str, ...]:
-    """FAIL_TO_PASS / PASS_TO_PASS: SWE-bench stores them as JSON-encoded strings."""
+def _string_list(value: Any, where: str, field: str) -> tuple[str, ...]:
+    """FAIL_TO_PASS / PASS_TO_PASS (SWE-bench stores them as JSON-encoded strings), related_files."""
     if value is None or value == "":
         return ()
     if isinstance(value, str):
@@ -83,7 +86,7 @@ def _test_list(value: Any, where: str, field: str) -> tuple[str, ...]:
         except json.JSONDecodeError as e:
             raise InputError(f"{where}: field {field!r} is a string but not a JSON list: {e}") from None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InputError(f"{where}: field {field!r} must be a list of test names")
+        raise InputError(f"{where}: field {field!r} must be a list of strings")
     return tuple(value)
 
 
@@ -146,13 +149,14 @@ def instance_from_dict(data: Any, where: str) -> Instance:
         problem_statement=data["problem_statement"],
         patch=data["patch"],
         test_patch=data.get("test_patch") or "",
-        fail_to_pass=_test_list(data.get("FAIL_TO_PASS"), where, "FAIL_TO_PASS"),
-        pass_to_pass=_test_list(data.get("PASS_TO_PASS"), where, "PASS_TO_PASS"),
+        fail_to_pass=_string_list(data.get("FAIL_TO_PASS"), where, "FAIL_TO_PASS"),
+        pass_to_pass=_string_list(data.get("PASS_TO_PASS"), where, "PASS_TO_PASS"),
         created_at=str(data.get("created_at") or ""),
         version=str(data.get("version") or ""),
         environment_setup_commit=str(data.get("environment_setup_commit") or ""),
         requirements=_requirements(data.get("requirements"), where),
         test_cmd=str(data.get("test_cmd") or ""),
+        related_files=_string_list(data.get("related_files"), where, "related_files"),
     )
 
 

@@ -212,9 +212,15 @@ def swe_rl(prep: PreparedInstance, ctx: TaskContext) -> TaskRecord:
     _check_expressible(prep)
     modified = sorted(c.old_path for c in prep.changes if c.old_path is not None)
     created = _created(prep, lambda p: True)
-    # A patch that only creates files finds its related files near the new ones.
-    related = _related_usable(prep, modified or created, ctx.options.related_files,
-                              lambda p: bool((prep.snapshot.read_text([p]).get(p) or "").strip()))
+
+    def usable(path: str) -> bool:
+        return bool((prep.snapshot.read_text([path]).get(path) or "").strip())
+
+    k = ctx.options.related_files
+    if prep.instance.related_files:  # chosen upstream (curate): kept when they exist and are not modified
+        related = [p for p in prep.instance.related_files if p not in modified and usable(p)][:k]
+    else:  # a patch that only creates files finds its related files near the new ones
+        related = _related_usable(prep, modified or created, k, usable)
     while True:
         shown = sorted(modified + related)
         contents = prep.snapshot.read_text(shown)
