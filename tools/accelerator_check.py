@@ -58,8 +58,13 @@ class InputError(Exception):
     """Bad arguments: one line and exit 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line and exit 2, not argparse's usage dump
+        raise InputError(message)
+
+
 def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = _Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="directory for accelerator_check.{json,md} (or the weight parts)")
     p.add_argument("--quick", action="store_true", help="a ~2-minute subset (no learning check)")
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
@@ -146,31 +151,57 @@ def device_info() -> dict[str, Any]:
             "jax": jax.__version__, "python": host_platform.python_version(), "host": host_platform.node()}
 
 
-def run_children(kinds: list[str], platform: str, quick: bool) -> list[dict[str, Any]]:
-    """The train programs, each in a process of its own on an accelerator (the device's peak
-    memory is then that program's); on a CPU, which reports no device memory, both in one."""
-    groups = [kinds] if platform == "cpu" else [[k] for k in kinds]
-    results = []
-    for group in groups:
-        code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import accelerator_speed as s; "
-                "print(json.dumps([s.run_train_program(k, sys.argv[3], sys.argv[4] == '1') "
-                "for k in sys.argv[2].split(',')]))")
-        proc = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), ",".join(group), platform,
-                               "1" if quick else "0"], capture_output=True, text=True, cwd=ROOT)
-        if proc.returncode != 0:
-            tail = proc.stderr.strip().splitlines()[-3:]
-            oom = "RESOURCE_EXHAUSTED" in proc.stderr or "out of memory" in proc.stderr.lower()
-            results += [{"program": k, "failed": " | ".join(tail)[-600:], "oom": oom} for k in group]
-        else:
-            results += json.loads(proc.stdout.strip().splitlines()[-1])
-    return results
+_CHILD = ("import json, sys; sys.path.insert(0, sys.argv[1]); import accelerator_speed as s; "
+          "print(json.dumps([s.run_train_program(k, sys.argv[3], sys.argv[4] == '1') for k in sys.argv[2].split(',')]))")
 
 
-def speed_and_memory(speed: Part, memory: Part, profile: Profile, platform: str, quick: bool,
-                     kinds: list[str]) -> None:
+class TrainPrograms:
+    """The train programs' runs (tools/accelerator_speed.py), each in a process of its own on an
+    accelerator, one after another (the device's peak memory is then that program's, and no other
+    work shares the device); on a CPU, which reports no device memory, both in one process that
+    runs beside the correctness part."""
+
+    def __init__(self, kinds: list[str], platform: str, quick: bool):
+        self.groups = [kinds] if platform == "cpu" else [[k] for k in kinds]
+        self.args = [platform, "1" if quick else "0"]
+        self.running: list[tuple[list[str], subprocess.Popen]] = []
+
+    def start(self, group: list[str]) -> None:
+        cmd = [sys.executable, "-c", _CHILD, str(Path(__file__).parent), ",".join(group), *self.args]
+        self.running.append((group, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                                     cwd=ROOT)))
+
+    def start_all(self) -> "TrainPrograms":
+        """Start every group at once (CPU: a single group)."""
+        for group in self.groups:
+            self.start(group)
+        self.groups = []
+        return self
+
+    def results(self) -> list[dict[str, Any]]:
+        """Every program's result; groups not started yet run now, one at a time."""
+        out = []
+        for group in self.groups:
+            self.start(group)
+            out += self._collect(*self.running.pop())
+        for group, proc in self.running:
+            out += self._collect(group, proc)
+        return out
+
+    @staticmethod
+    def _collect(group: list[str], proc: subprocess.Popen) -> list[dict[str, Any]]:
+        stdout, stderr = proc.communicate()
+        if proc.returncode == 0:
+            return json.loads(stdout.strip().splitlines()[-1])
+        tail = " | ".join(stderr.strip().splitlines()[-3:])[-600:]
+        oom = "RESOURCE_EXHAUSTED" in stderr or "out of memory" in stderr.lower()
+        return [{"program": k, "failed": tail, "oom": oom} for k in group]
+
+
+def speed_and_memory(speed: Part, memory: Part, programs: TrainPrograms) -> None:
     from accelerator_speed import judge_train_program
 
-    for r in run_children(kinds, platform, quick):
+    for r in programs.results():
         if "failed" in r:
             speed.check(f"{r['program']}: runs", r["failed"], "no error", ok=False)
             if r["oom"]:
@@ -355,15 +386,18 @@ def run_check(args: argparse.Namespace, out: Path) -> int:
     for name in PARTS:
         if name not in args.parts:
             parts[name].skip_reason = "not in --parts"
+    kinds = ["sft", "rl"] if {"speed", "memory"} & set(args.parts) else []
+    programs = TrainPrograms(kinds, platform, args.quick)
+    if platform == "cpu":
+        programs.start_all()
     if "correctness" in args.parts:
         from accelerator_correctness import run_correctness
 
         run_part(parts["correctness"], lambda: run_correctness(parts["correctness"], profile, platform))
-    kinds = ["sft", "rl"] if {"speed", "memory"} & set(args.parts) else []
     if kinds:
-        start = time.perf_counter()
+        start = time.perf_counter()  # on a CPU the train programs began beside the correctness part
         speed, memory = Part("speed"), Part("memory")
-        run_part(speed, lambda: speed_and_memory(speed, memory, profile, platform, args.quick, kinds))
+        run_part(speed, lambda: speed_and_memory(speed, memory, programs))
         if "speed" in args.parts:
             from accelerator_speed import sampler_speed
 

@@ -134,39 +134,46 @@ def attention_parity(part: Part, profile: Profile, platform: str) -> None:
     if platform != "tpu":
         part.skipped.append("attention splash: a TPU kernel (its code runs in Pallas interpret mode in the "
                             "suite's tests/test_models_kernels.py)")
-    for mask_name in MASKS:
-        spec, real = _attention_mask(mask_name, b, s)
-        weight = jnp.asarray(real, jnp.float32)[:, :, None, None]
-        cot = jnp.asarray(rng.normal(size=(b, s, heads, hd)), jnp.float32)
-        results: dict[tuple[str, str], tuple[np.ndarray, list[np.ndarray]]] = {}
+    masks = [_attention_mask(name, b, s) for name in MASKS]
+    weights = [jnp.asarray(real, jnp.float32)[:, :, None, None] for _, real in masks]
+    cot = jnp.asarray(rng.normal(size=(b, s, heads, hd)), jnp.float32)
+    results: dict[tuple, list] = {}
 
-        def run(impl: str, dtype: str) -> tuple[np.ndarray, list[np.ndarray]]:
-            """(output, [dq, dk, dv]) in float32, cached by what runs (asking cudnn may run chunked)."""
-            if (impl, dtype) not in results:
-                mask = spec.dense(b) if impl == "dense" else spec
+    def run(impls: tuple[str, ...], dtype: str) -> list[tuple[np.ndarray, list[np.ndarray]]]:
+        """Per mask kind, (output, [dq, dk, dv]) in float32 of the implementation that runs for it;
+        one program for the three mask kinds (one compilation), cached by what runs."""
+        if (impls, dtype) not in results:
+            def loss(q, k, v, mask, impl, weight):
+                out = attend(config, q, k, v, mask.dense(b) if impl == "dense" else mask, impl)
+                out = out.astype(jnp.float32) * weight
+                return jnp.sum(out * cot), out
 
-                def loss(q, k, v):
-                    out = attend(config, q, k, v, mask, impl).astype(jnp.float32) * weight
-                    return jnp.sum(out * cot), out
+            def every_mask(*qkv):
+                return [jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True)(*qkv, spec, impl, weight)
+                        for (spec, _), impl, weight in zip(masks, impls, weights)]
 
-                args = [x.astype(dtype) for x in qkv32]
-                with jax.default_matmul_precision("highest" if dtype == "float32" else "default"):
-                    (_, out), grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True))(*args)
-                results[impl, dtype] = np.asarray(out), [np.asarray(g, np.float32) for g in grads]
-            return results[impl, dtype]
+            args = [x.astype(dtype) for x in qkv32]
+            with jax.default_matmul_precision("highest" if dtype == "float32" else "default"):
+                outs = jax.jit(every_mask)(*args)
+            results[impls, dtype] = [(np.asarray(out), [np.asarray(g, np.float32) for g in grads])
+                                     for (_, out), grads in outs]
+        return results[impls, dtype]
 
-        def error(got: tuple, want: tuple) -> tuple[float, float]:
-            fwd = float(np.abs(got[0] - want[0]).max() / np.abs(want[0]).max())
-            grad = max(float(np.abs(a - w).max() / np.abs(w).max()) for a, w in zip(got[1], want[1]))
-            return fwd, grad
+    def error(got: tuple, want: tuple) -> tuple[float, float]:
+        fwd = float(np.abs(got[0] - want[0]).max() / np.abs(want[0]).max())
+        grad = max(float(np.abs(a - w).max() / np.abs(w).max()) for a, w in zip(got[1], want[1]))
+        return fwd, grad
 
-        reference = run("dense", "float32")
-        for dtype in ("float32", "bfloat16"):
-            floor = (0.0, 0.0) if dtype == "float32" else error(run("dense", "bfloat16"), reference)
-            for impl in impls_for(platform):
-                ran = choose_impl(impl, spec, True, dtype=jnp.dtype(dtype))
-                fwd, grad = error(run(ran, dtype), reference)
-                label = f"attention {impl} (ran {ran}) vs float32 dense, {mask_name}, {dtype}"
+    dense = ("dense",) * len(MASKS)
+    reference = run(dense, "float32")
+    for dtype in ("float32", "bfloat16"):
+        floors = [(0.0, 0.0)] * len(MASKS) if dtype == "float32" else \
+            [error(g, w) for g, w in zip(run(dense, "bfloat16"), reference)]
+        for impl in impls_for(platform):
+            ran = tuple(choose_impl(impl, spec, True, dtype=jnp.dtype(dtype)) for spec, _ in masks)
+            for name, r, got, want, floor in zip(MASKS, ran, run(ran, dtype), reference, floors):
+                fwd, grad = error(got, want)
+                label = f"attention {impl} (ran {r}) vs float32 dense, {name}, {dtype}"
                 extra = "" if dtype == "float32" else " (dense bfloat16: {:.2e})"
                 part.check(f"{label}: forward" + extra.format(floor[0]), fwd, max(ATTN_TOL[dtype], 2 * floor[0]))
                 part.check(f"{label}: q/k/v gradients" + extra.format(floor[1]), grad,
