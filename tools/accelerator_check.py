@@ -292,6 +292,9 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
+CACHED = " (the plan's compilation, from jax's cache)"
+
+
 def _percent(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.1%}"
 
@@ -321,15 +324,20 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def _measurement_lines(name: str, m: dict[str, Any]) -> list[str]:
-    gib = lambda n: "-" if n is None else f"{n / 2**30:.2f} GiB"  # noqa: E731
+    def gib(n: Optional[int]) -> str:
+        if n is None:
+            return "-"
+        return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
     lines: list[str] = []
     if name == "speed":
         rows = [m[k] for k in ("sft", "rl") if k in m]
         if rows:
             lines += ["| program | model | rows x tokens | attention | compile s | step s | tokens/s | MFU |",
                       "|---|---|---|---|---|---|---|---|"]
-            lines += [f"| {r['program']} | {r['model']} ({r['num_params'] / 1e6:.0f}M) | {r['batch']} x {r['seq']} | "
-                      f"{r['attention']} | {r['compile_seconds']:.1f} | {r['step_seconds']:.4g} | "
+            lines += [f"| {r['program']} | {r['model']} ({r['num_params'] / 1e6:.3g}M) | {r['batch']} x {r['seq']} | "
+                      f"{r['attention']} | {r['compile_seconds']:.1f}"
+                      f"{CACHED if r.get('compile_reused_from_plan') else ''} | {r['step_seconds']:.4g} | "
                       f"{r['tokens_per_second']:.0f} | {_percent(r['mfu'])} |" for r in rows]
             lines.append("")
         if "sampler" in m:
