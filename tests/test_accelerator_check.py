@@ -69,7 +69,7 @@ def test_cpu_path_runs_every_part_in_miniature_without_tensorflow(tmp_path):
     names = [c["name"] for c in parts["correctness"]["checks"]]
     # logits against transformers in both dtypes, three mask kinds for each implementation in both
     # dtypes (forward and gradients), and greedy tokens
-    assert sum("float32 logits" in n for n in names) == 2 and sum("bfloat16 logits" in n for n in names) == 2
+    assert sum("float32 logits" in n for n in names) == 1 and sum("bfloat16 logits" in n for n in names) == 1
     for impl in ("chunked", "cudnn"):
         for mask in ("causal", "left_padding", "packed_segments"):
             assert sum(f"attention {impl} " in n and f", {mask}, " in n for n in names) == 4, (impl, mask)
