@@ -120,6 +120,9 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
                      "--budget-factor", "1", "--weights", str(tmp_path / "nowhere.gguf"))
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "neither a file, a directory nor parts nowhere.gguf.part-NNN" in missing.stderr
+    nothing = _check(tmp_path, "--out", str(tmp_path / "n"), "--parts", "learning")  # skipped on a CPU
+    assert nothing.returncode == 1 and "every part asked for (learning) was skipped here" in nothing.stderr
+    assert json.loads((tmp_path / "n" / "accelerator_check.json").read_text())["verdict"] == "NOTHING RAN"
     no_out = _check(tmp_path, "--quick")
     assert no_out.returncode == 2 and "--out" in no_out.stderr and len(no_out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o" / "accelerator_check.json").exists()

@@ -22,8 +22,8 @@ check on whatever device jax finds, as one JSON and one markdown report.
 On a CPU every part runs in miniature (a 2-layer model, short rows, few slots) and the report
 says which parts or items were skipped and why; `--quick` is a ~2-minute subset on an
 accelerator. The check imports no tensorflow, seqio or tfds (part 4 runs the main job in a child
-process, which needs them). Exit status: 0 when every check that ran passed, 1 when one failed,
-2 for bad arguments.
+process, which needs them). Exit status: 0 when every check that ran passed, 1 when one failed or
+every part asked for was skipped, 2 for bad arguments.
 """
 from __future__ import annotations
 
@@ -430,7 +430,8 @@ def run_check(args: argparse.Namespace, out: Path) -> int:
     no_forbidden_imports(portable)
     parts["portable"] = portable
     statuses = [p.status for p in parts.values()]
-    verdict = "FAIL" if "fail" in statuses else "pass"
+    ran = [name for name in args.parts if parts[name].status != "skipped"]
+    verdict = "FAIL" if "fail" in statuses else "pass" if ran else "NOTHING RAN"
     report = {"verdict": verdict, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "command": " ".join(["python", "tools/accelerator_check.py", *(argv_of(args))]),
               "device": info, "profile": profile.name, "parts": {k: p.as_dict() for k, p in parts.items()}}
@@ -438,7 +439,10 @@ def run_check(args: argparse.Namespace, out: Path) -> int:
     (out / "accelerator_check.md").write_text(markdown(report))
     print(markdown(report))
     print(f"wrote {out / 'accelerator_check.json'} and {out / 'accelerator_check.md'}")
-    return 1 if verdict == "FAIL" else 0
+    if not ran:
+        print(f"error: every part asked for ({', '.join(args.parts)}) was skipped here; the report says why",
+              file=sys.stderr)
+    return 0 if verdict == "pass" else 1
 
 
 def argv_of(args: argparse.Namespace) -> list[str]:
