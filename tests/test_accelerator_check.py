@@ -156,3 +156,32 @@ def test_learning_commands_are_the_edit_stage_at_the_budget_with_valid_overrides
         assert (config.sft.num_steps, config.rl.num_steps) == (60 * 20, 12 * 20)  # the yaml's 60 and 12, x20
         assert (config.sft.seed, config.rl.seed) == (seed, seed)
         assert config.model.checkpoint == "/w/smol.gguf" and config.out_dir == str(tmp_path / f"seed{seed}")
+
+
+def test_memory_judgement_of_a_device_run_against_its_plan():
+    """What an accelerator run's numbers make of the memory part (no device needed): within the
+    slack of the planned program peak passes; above it, or beyond the device's limit where the plan
+    said "fits", fails; a plan that cannot compile fails by name."""
+    from accelerator_speed import MEMORY_SLACK, judge_train_program
+
+    gib = 2**30
+    plan = {"target": "cpu:1", "chip": "h100", "peak_bytes": 10 * gib, "total_bytes": 11 * gib,
+            "resident_bytes": gib, "hbm_bytes": 80 * gib, "fits": True, "compile_seconds": 1.0, "mfu_bound": 0.5}
+    run = {"program": "sft", "steps": 10, "compilations_after_first": 0, "finite": True, "mfu": 0.41,
+           "device": "NVIDIA H100 80GB HBM3", "plan": plan, "device_bytes_limit": 60 * gib}
+
+    def judge(**changes):
+        speed, memory = Part("speed"), Part("memory")
+        judge_train_program(speed, memory, {**run, **changes})
+        return speed, memory
+
+    speed, memory = judge(measured_peak_bytes=int(10.5 * gib))
+    assert speed.status == "pass" and memory.status == "pass" and len(memory.checks) == 2
+    assert memory.checks[0].value == pytest.approx(1.05)
+    assert judge(measured_peak_bytes=int(10 * gib * (1 + MEMORY_SLACK)) + gib)[1].status == "fail"
+    over = judge(measured_peak_bytes=int(10.5 * gib), device_bytes_limit=10 * gib)[1]
+    assert [c.ok for c in over.checks] == [True, False]  # the plan said fits; the device's limit says no
+    recompiles = judge(measured_peak_bytes=int(10.5 * gib), compilations_after_first=10)[0]
+    assert recompiles.status == "fail"
+    failed = judge(measured_peak_bytes=gib, plan_error="XlaRuntimeError: boom")
+    assert failed[1].status == "fail" and "boom" in failed[1].checks[0].value
