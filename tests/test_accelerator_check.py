@@ -90,7 +90,7 @@ def test_cpu_path_runs_every_part_in_miniature_without_tensorflow(tmp_path):
         assert plan["target"] == "cpu:1" and plan["fits"] and plan["peak_bytes"] > 0
     assert speed["sampler"]["decode_tokens_per_second"] > 0
     assert any("reports no memory statistics" in s for s in parts["memory"]["skipped"])
-    assert "20x needs an accelerator" in parts["learning"]["skip_reason"] or "--quick" in parts["learning"]["skip_reason"]
+    assert parts["learning"]["skip_reason"].startswith("--quick: the learning check takes hours")
     assert parts["portable"]["checks"][0]["value"] == "none"
 
     md = (out / "accelerator_check.md").read_text()

@@ -152,7 +152,8 @@ def device_info() -> dict[str, Any]:
 
 
 _CHILD = ("import json, sys; sys.path.insert(0, sys.argv[1]); import accelerator_speed as s; "
-          "print(json.dumps([s.run_train_program(k, sys.argv[3], sys.argv[4] == '1') for k in sys.argv[2].split(',')]))")
+          "print(json.dumps([s.run_train_program(k, sys.argv[3], sys.argv[4] == '1') "
+          "for k in sys.argv[2].split(',')]))")
 
 
 class TrainPrograms:

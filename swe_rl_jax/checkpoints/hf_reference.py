@@ -98,7 +98,8 @@ def torch_greedy(model: Any, tokens: np.ndarray, mask: np.ndarray, new_tokens: i
     return out[:, tokens.shape[1]:].cpu().numpy()
 
 
-def left_padded_batch(rng: np.random.Generator, lengths: list[int], vocab: int, pad: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def left_padded_batch(rng: np.random.Generator, lengths: list[int], vocab: int,
+                      pad: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Tokens and mask for rows of the given lengths, left-padded to the longest."""
     width = max(lengths)
     tokens = np.full((len(lengths), width), pad, np.int32)
