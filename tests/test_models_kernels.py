@@ -100,6 +100,16 @@ def test_choose_impl_falls_back_where_a_kernel_cannot_express_the_mask():
     assert choose_impl("cudnn", plain, aligned=True, shared_prefix=True) == "chunked"
 
 
+def test_cudnn_is_chosen_only_for_half_precision_compute():
+    """jax's cuDNN attention raises NotImplementedError for float32 q/k/v (its `check_layout`
+    takes fp16, bf16 or fp8), so a float32 model asking for cudnn (or auto on a GPU) runs
+    chunked; found by reading jax's cuDNN path for tools/accelerator_check.py."""
+    plain = _mask(2, 8)
+    assert choose_impl("cudnn", plain, aligned=True, dtype=jnp.float32) == "chunked"
+    assert choose_impl("cudnn", plain, aligned=True, dtype=jnp.bfloat16) == "cudnn"
+    assert choose_impl("cudnn", plain, aligned=True, dtype=jnp.float16) == "cudnn"
+
+
 SHARDED = r"""
 import json, jax, jax.numpy as jnp, numpy as np
 from swe_rl_jax.models import ModelConfig, init_params

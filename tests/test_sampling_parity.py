@@ -4,26 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hf_reference import VARIANTS, left_padded_batch, make_hf_model
+from hf_reference import VARIANTS, left_padded_batch, make_hf_model, torch_greedy
 from swe_rl_jax.checkpoints import load_hf
 from swe_rl_jax.sampling import SamplingParams, generate
-
-
-def _hf_greedy(model, tokens: np.ndarray, mask: np.ndarray, new_tokens: int) -> np.ndarray:
-    import torch
-
-    # One thread: on a shared 2-core machine torch's spinning OpenMP workers slow down ~5x.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.no_grad():
-            out = model.generate(input_ids=torch.tensor(tokens, dtype=torch.long),
-                                 attention_mask=torch.tensor(mask, dtype=torch.long), do_sample=False,
-                                 max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                                 eos_token_id=None, pad_token_id=0)
-    finally:
-        torch.set_num_threads(threads)
-    return out[:, tokens.shape[1]:].numpy()
 
 
 @pytest.mark.parametrize("scan_layers", [True, False])  # False: decode loops over per-layer weight slices
@@ -37,7 +20,7 @@ def test_greedy_matches_transformers_on_tiny_models(variant, scan_layers, tmp_pa
     # EOS stopping off on both sides: the comparison covers all 24 tokens of every row.
     sp = SamplingParams(max_new_tokens=24, temperature=0.0, eos_ids=())
     results = generate(config, params, prompts, sp, 0)
-    expected = _hf_greedy(model, tokens, mask, 24)
+    expected = torch_greedy(model, tokens, mask, 24)
     for result, row in zip(results, expected):
         assert result.finish_reason == "length" and result.length == 24
         np.testing.assert_array_equal(result.token_ids, row)
@@ -74,7 +57,7 @@ def test_greedy_matches_transformers_on_smollm2(tmp_path):
     results = generate(config, params, prompts, sp, 0, tokenizer=tokenizer)
     model = AutoModelForCausalLM.from_pretrained(save_hf(tmp_path / "smol", config, params), dtype=torch.float32,
                                                  attn_implementation="eager").eval()
-    expected = _hf_greedy(model, tokens, mask, new_tokens)
+    expected = torch_greedy(model, tokens, mask, new_tokens)
     for result, row in zip(results, expected):
         np.testing.assert_array_equal(result.token_ids, row)
         assert result.text == tokenizer.decode(row)

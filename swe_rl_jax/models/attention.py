@@ -8,7 +8,8 @@ runs, because a kernel covers only some of the decoder's masks (`layers.Attentio
 | auto     | splash on TPU, cudnn on GPU, dense on CPU (then as below)   |             |
 | splash   | queries and keys share their slots (training, prefill), no  | chunked     |
 |          | shared-prefix segments (packed GRPO rows)                   |             |
-| cudnn    | ... and no padding mask or packed segments                  | chunked     |
+| cudnn    | ... and no padding mask or packed segments, and a half-     | chunked     |
+|          | precision compute dtype (cuDNN's kernel takes no float32)   |             |
 | dense    | always: [B, H, S, T] scores                                 |             |
 | chunked  | always: blockwise online softmax (`layers.chunked_attention`)|             |
 
@@ -42,6 +43,7 @@ from swe_rl_jax.models.layers import AttentionMask
 PORTABLE = ("dense", "chunked")
 AUTO_BY_PLATFORM = {"tpu": "splash", "gpu": "cudnn", "cuda": "cudnn", "rocm": "dense"}
 SPLASH_LANES = 128  # splash blocks are multiples of the TPU lane width
+HALF_DTYPES = (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))  # what cuDNN's kernel takes
 
 
 def target_platform(shard: Any = None) -> str:
@@ -55,10 +57,11 @@ def target_platform(shard: Any = None) -> str:
 
 
 def choose_impl(asked: str, mask: AttentionMask, aligned: bool, shard: Any = None,
-                shared_prefix: bool = False) -> str:
+                shared_prefix: bool = False, dtype: Any = None) -> str:
     """What runs for a call (see the module table). aligned: queries sit at the keys' own slots
     (no cache offset, as many queries as keys). shared_prefix: the segment ids may hold negative
-    (shared-prefix) ids, which a kernel's equal-segment rule cannot express."""
+    (shared-prefix) ids, which a kernel's equal-segment rule cannot express. dtype: the compute
+    dtype of q, k and v (None: not known, taken as supported)."""
     platform = target_platform(shard)
     impl = AUTO_BY_PLATFORM.get(platform, "dense") if asked == "auto" else asked
     if impl in PORTABLE:
@@ -66,6 +69,11 @@ def choose_impl(asked: str, mask: AttentionMask, aligned: bool, shard: Any = Non
     if not aligned or shared_prefix:
         return "chunked"
     if impl == "cudnn" and (mask.kv_mask is not None or mask.q_segment is not None):
+        return "chunked"
+    # cuDNN's fused attention raises NotImplementedError for float32 inputs (it takes fp16, bf16
+    # or fp8), so `auto` on a GPU with float32 compute would fail in every prefill and training
+    # step; the same routing on every backend keeps the CPU emulation honest.
+    if impl == "cudnn" and dtype is not None and jnp.dtype(dtype) not in HALF_DTYPES:
         return "chunked"
     if impl == "splash" and shard is None and platform == "tpu" and jax.device_count() > 1:
         return "chunked"  # a Mosaic kernel needs shard_map on a mesh, which needs the hooks

@@ -185,7 +185,7 @@ def hidden_states(
     # Kernels need the queries at the keys' own slots: no cache, or a prefill from slot 0 that
     # fills the whole cache (a Python 0, so it is known while tracing).
     aligned = cache is None or (isinstance(cache_index, int) and cache_index == 0 and num_slots == seq)
-    impl = choose_impl(config.attention_impl, spec, aligned, shard, shared_prefix)
+    impl = choose_impl(config.attention_impl, spec, aligned, shard, shared_prefix, dtype)
     mask = spec.dense(batch) if impl == "dense" else spec
     pin = shard.activation if shard is not None else (lambda x, _: x)
 

@@ -101,6 +101,10 @@ class Program:
     params: Any  # the abstract params (or critic params) among the arguments
     opt_state: Any  # their optimizer state among the arguments (None: not an argument)
     resident: dict[str, Any] = field(default_factory=dict)  # other live device state, by name
+    # Train steps: the jitted step and its abstract (state, batch), so a device run can call the
+    # very program the plan compiled (tools/accelerator_check.py); None for the other programs.
+    step: Optional[Callable[..., Any]] = None
+    args: tuple[Any, ...] = ()
 
 
 def _param_dtype(spec: PlanSpec) -> Any:
@@ -155,7 +159,7 @@ def sft_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, spec
                                                                          "segment_ids")})
     loss_fn = make_sft_loss(config, chunk=spec.chunk, remat=spec.remat, shard=MeshSharding(mesh, rules))
     step = make_train_step(loss_fn, optimizer, shardings, b_shard, num_micro_batches=spec.micro_batches)
-    return Program(lambda: step.lower(state, batch), state.params, state.opt_state)
+    return Program(lambda: step.lower(state, batch), state.params, state.opt_state, step=step, args=(state, batch))
 
 
 def rl_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, spec: PlanSpec) -> Program:
@@ -184,7 +188,7 @@ def rl_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, spec:
     step = make_policy_step(config, objective, update, 1.0, optimizer, shardings, b_shard, with_entropy,
                             shard=MeshSharding(mesh, rules))
     return Program(lambda: step.lower(state, batch), state.params, state.opt_state,
-                   _resident(config, mesh, rules, spec, critic=True))
+                   _resident(config, mesh, rules, spec, critic=True), step=step, args=(state, batch))
 
 
 def critic_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, spec: PlanSpec) -> Program:
