@@ -196,11 +196,13 @@ def test_a_section_the_parser_does_not_see_is_refused(attacked):
 
 
 def test_the_fallback_applies_only_what_the_parser_saw(repos, tmp_path):
-    """The same patch without the foreign marker lines: GNU patch still gets only the parsed hunks."""
+    """Text before the first file header is prose to the parser (and to git); GNU patch would read
+    a context diff there. The appliers get the patch written again from the parse, so only the
+    parsed hunk is applied, by the fallback."""
     worktree = tmp_path / "w"
     checkout(repos / "quillsoft__configlet", INSTANCE.base_commit, worktree)
-    sneaky = CONTEXT_DIFF_AFTER_FUZZ.split("*** a/conftest.py")[0] + "+ import os\n"
-    result = apply_patch(worktree, sneaky, tmp_path / "p.diff")
+    unified, context = CONTEXT_DIFF_AFTER_FUZZ.split("*** a/conftest.py")
+    result = apply_patch(worktree, "Some prose.\n*** a/conftest.py" + context + unified, tmp_path / "p.diff")
     assert result.applied and result.method == "patch_fuzz"
     assert "# a comment\n_CONVERTERS" in (worktree / "configlet/types.py").read_text()
     assert run_isolated_git(worktree, "status", "--porcelain") == " M configlet/types.py\n"

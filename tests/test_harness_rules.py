@@ -16,7 +16,7 @@ from swe_rl_jax.harness import environments
 from swe_rl_jax.harness.defaults import RUNNER_REQUIREMENT, declared_requirements, default_requirements, resolve_spec
 from swe_rl_jax.harness.directives import django_label, test_directives
 from swe_rl_jax.harness.grading import FULL, NO, PARTIAL, resolution_status, tests_status
-from swe_rl_jax.harness.integrity import is_test_infrastructure, paths_to_reset, pytest_section
+from swe_rl_jax.harness.integrity import base_entries, is_loaded_at_start_up, is_test_infrastructure, paths_to_reset
 from swe_rl_jax.harness.patching import apply_patch
 from swe_rl_jax.harness.logformats import parse_django, parse_log
 from swe_rl_jax.harness.specs import LOG_FORMATS, RepoSpec, builtin_specs, load_specs, repo_spec, spec_for, spec_to_dict
@@ -224,20 +224,27 @@ def test_an_install_spec_takes_the_commits_runtime_dependencies(tmp_path, monkey
 
 def test_what_the_integrity_reset_puts_back():
     for path in ("conftest.py", "pkg/conftest.py", "tests/helpers.py", "tests/data/x.json", "pkg/test_mod.py",
-                 "mod_test.py", "pytest.ini", ".pytest.ini", "sitecustomize.py"):
+                 "mod_test.py"):
         assert is_test_infrastructure(path), path
     for path in ("pkg/mod.py", "django/test/runner.py", "testing_utils.py", "setup.cfg", "src/tests.py"):
         assert not is_test_infrastructure(path), path
-    assert paths_to_reset(["pkg/mod.py", "conftest.py", "testing/python/collect.py"],
-                          ["testing/python/collect.py"]) == ["conftest.py", "testing/python/collect.py"]
-    # Config files: only a change of the pytest section counts (metadata changes stay).
-    base = "[metadata]\nname = p\n[tool:pytest]\naddopts = -q\n"
-    assert pytest_section("setup.cfg", base) == pytest_section("setup.cfg", base.replace("name = p", "name = q"))
-    assert pytest_section("setup.cfg", base) != pytest_section("setup.cfg", base + "python_files = *.py\n")
-    toml = '[project]\nname = "p"\n[tool.pytest.ini_options]\naddopts = "-q"\n'
-    assert pytest_section("pyproject.toml", toml) == {"ini_options": {"addopts": "-q"}}
-    assert pytest_section("pyproject.toml", toml.replace('"p"', '"q"')) == pytest_section("pyproject.toml", toml)
-    assert pytest_section("tox.ini", None) is None and pytest_section("tox.ini", "[pytest]\n") == {"pytest": {}}
+    # Loaded at start-up or discovered as a plugin or configuration, at any depth, in any form.
+    for path in ("pytest.ini", ".pytest.ini", "pkg/pytest.toml", "sitecustomize.py", "sitecustomize/__init__.py",
+                 "src/usercustomize.cpython-311-x86_64-linux-gnu.so", "x.pth", "pkg/__pycache__/m.cpython-39.pyc",
+                 "pkg/m.pyc", "hack-1.0.dist-info/entry_points.txt", "pkg.egg-info/entry_points.txt",
+                 "__editable___pkg_finder.py", "setup.cfg", "tox.ini", "sub/pyproject.toml"):
+        assert is_loaded_at_start_up(path), path
+    for path in ("pkg/mod.py", "docs/conf.py", "README.md", "pkg/data/site.json", "setup.py"):
+        assert not is_loaded_at_start_up(path), path
+    base = base_entries(["pkg/__init__.py", "pkg/mod.py", "src/lib/__init__.py", "testing/test_x.py", "README.md"])
+    assert base == {"pkg", "pkg/__init__.py", "pkg/mod.py", "src", "src/lib", "src/lib/__init__.py", "testing",
+                    "testing/test_x.py", "README.md"}
+    patched = ["pkg/mod.py", "pkg/new.py", "conftest.py", "testing/python/collect.py", "json.py", "pytest/__init__.py",
+               "CHANGES.md", "docs/new.rst", "src/tomllib.py", "src/lib/new.py", "testing/pluggy.py",
+               "testing/notes.txt"]
+    assert paths_to_reset(patched, ["testing/python/collect.py", "testing/test_x.py"], base, ["src"]) == [
+        "conftest.py", "testing/python/collect.py", "json.py", "pytest/__init__.py", "src/tomllib.py",
+        "testing/pluggy.py"]
 
 
 def _git(repo, *args):
