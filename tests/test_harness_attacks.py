@@ -8,7 +8,6 @@ one that checked it, git configured by the work tree, and bad input.
 Fixtures `repos`, `options`: tests/conftest.py."""
 import dataclasses
 import json
-import textwrap
 
 import pytest
 

@@ -10,8 +10,8 @@ Record: `instance_id`, `patch_exists`, `patch_applied`, `apply_method`, `resolve
 `resolution_status` (FULL / PARTIAL / NO), `error` (a kind from ERROR_KINDS, or null), `message`,
 `tests_status` ({"FAIL_TO_PASS" / "PASS_TO_PASS": {"success": [...], "failure": [...]}}),
 `test_statuses` (id → status as the log says), `xfail` (the tests of each list whose outcome is
-XFAIL: the official grading counts them as passing, the RL rewards do not), `reset_files`, `seconds`, `environment` (its cache
-key), `log` (the end of the test command's output; `write_report` puts it in `logs/<id>.log`).
+XFAIL: the official grading counts them as passing, the RL rewards do not), `reset_files`,
+`seconds`, `environment` (its cache key), `log` (the end of the test command's output; `write_report` puts it in `logs/<id>.log`).
 Summary: counts, `pct_applied` / `pct_resolved` over the evaluated predictions, `resolution`
 counts, errors and apply methods by kind, the isolation mode, and
 `environment_failure`: the reason when every instance failed for the environment's sake
@@ -82,7 +82,8 @@ def load_predictions(path: str | Path) -> list[dict[str, Any]]:
 def _record(instance_id: str, patch: str, **fields: Any) -> dict[str, Any]:
     record = {"instance_id": instance_id, "patch_exists": bool(patch.strip()), "patch_applied": False,
               "apply_method": None, "resolved": False, "resolution_status": NO, "error": None, "message": "",
-              "tests_status": {}, "test_statuses": {}, "xfail": {}, "reset_files": [], "seconds": 0.0, "environment": None}
+              "tests_status": {}, "test_statuses": {}, "xfail": {}, "reset_files": [], "seconds": 0.0,
+              "environment": None}
     record.update(fields)
     return record
 
