@@ -6,8 +6,9 @@ Building blocks, one concern each: `specs` (what an instance's tests need; the b
 configure), `patchform` (the one reading of a patch, written again for the appliers), `patching`
 (git apply, --3way, then patch --fuzz; dangerous paths refused), `integrity` (the allowlist of
 what a patch may change), `directives` (what the test command gets), `pytestguard` (plugin
-autoload off, sentinel tests against tampering), `sandbox` (limits, no network, read-only host), `testlog` (statuses), `logformats` (pytest, django, sympy logs), `grading` (the
-official rules), `runner` (one test run: the Python API), `evaluation` (predictions → report).
+autoload off, sentinel tests against tampering), `sandbox` (limits, no network, read-only host),
+`testlog` (statuses), `logformats` (pytest, django, sympy logs), `grading` (the official rules),
+`runner` (one test run: the Python API), `evaluation` (predictions → report).
 """
 from swe_rl_jax.harness.environments import (
     Environment,
