@@ -274,3 +274,13 @@ def test_bad_input_files_exit_2_with_one_line(tmp_path, capsys, case):
     expected = {"empty_predictions": "no predictions", "unknown_only": "none of the 1 predictions",
                 "empty_instances": "no instances", "duplicate_instance": "duplicate instance_id"}[case]
     assert expected in err[0], err
+
+
+def test_the_rewards_refuse_a_duplicate_instance_id(tmp_path):
+    from swe_rl_jax.data.sources import InputError
+    from swe_rl_jax.rewards.execution import ExecutionConfig, prepare_execution
+
+    rows = [json.loads(line) for line in (SAMPLE_DIR / "instances.jsonl").read_text().splitlines()]
+    instances = _write(tmp_path / "instances.jsonl", [rows[0], rows[1], {**rows[0], "FAIL_TO_PASS": []}])
+    with pytest.raises(InputError, match="duplicate instance_id 'quillsoft__configlet-12'"):
+        prepare_execution(ExecutionConfig(instances=str(instances), repos=str(tmp_path)), [rows[0]["instance_id"]])

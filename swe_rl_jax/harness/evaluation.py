@@ -161,17 +161,23 @@ def summarize(records: Sequence[Mapping[str, Any]], isolation: str) -> dict[str,
             "isolation": isolation, "environment_failure": environment_failure(records)}
 
 
+def index_instances(instances: Sequence[Instance]) -> dict[str, Instance]:
+    """`instance_id` → instance; InputError for an id named twice (which one would count?)."""
+    out: dict[str, Instance] = {}
+    for inst in instances:
+        if inst.instance_id in out:
+            raise InputError(f"duplicate instance_id {inst.instance_id!r} in the instances file")
+        out[inst.instance_id] = inst
+    return out
+
+
 def check_inputs(predictions: Sequence[Mapping[str, Any]], instances: Sequence[Instance]) -> None:
     """Raises InputError for inputs that would measure nothing or mislead: no instances, an
     `instance_id` the instances name twice, no predictions, or predictions none of which names a
     known instance."""
     if not instances:
         raise InputError("the instances file holds no instances")
-    seen: set[str] = set()
-    for inst in instances:
-        if inst.instance_id in seen:
-            raise InputError(f"duplicate instance_id {inst.instance_id!r} in the instances file")
-        seen.add(inst.instance_id)
+    seen = index_instances(instances)
     if not predictions:
         raise InputError("no predictions to evaluate")
     if not any(p["instance_id"] in seen for p in predictions):
@@ -184,7 +190,7 @@ def evaluate_predictions(predictions: Sequence[Mapping[str, Any]], instances: Se
                          options: HarnessOptions = HarnessOptions()) -> dict[str, Any]:
     """{"summary": ..., "records": [one per prediction, in prediction order]}."""
     isolation = isolation_mode(options.isolation)
-    by_id = {inst.instance_id: inst for inst in instances}
+    by_id = index_instances(instances)
     work_dir = options.work_dir or tempfile.gettempdir()
     Path(work_dir).mkdir(parents=True, exist_ok=True)
     check_work_dir(Path(work_dir), isolation)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from swe_rl_jax.harness.testlog import FAILED, PASSED
+from swe_rl_jax.paths import unsafe_path_reason
 
 AUTOLOAD_OFF = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
@@ -82,7 +83,8 @@ class Sentinels:
 def place_sentinels(worktree: Path, directives: Sequence[str]) -> Optional[Sentinels]:
     """Writes the sentinel test file beside the first directive that is a Python file in the
     worktree; None when there is none (no test file to stand beside)."""
-    first = next((d for d in directives if d.endswith(".py") and (worktree / d).is_file()), None)
+    first = next((d for d in directives if d.endswith(".py") and unsafe_path_reason(d, worktree) is None
+                  and (worktree / d).is_file()), None)
     if first is None:
         return None
     token = secrets.token_hex(6)

@@ -46,6 +46,7 @@ from swe_rl_jax.config import from_dict, require
 from swe_rl_jax.data.sources import Instance, RepoLocator, load_instances
 from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import EnvironmentOptions, ensure_environment
+from swe_rl_jax.harness.evaluation import index_instances
 from swe_rl_jax.harness.grading import FULL, resolution_status, tests_status
 from swe_rl_jax.harness.runner import run_tests
 from swe_rl_jax.harness.sandbox import Limits, isolation_mode
@@ -90,7 +91,7 @@ class ExecutionConfig:
 
 @functools.lru_cache(maxsize=8)
 def _instances(path: str) -> dict[str, Instance]:
-    return {inst.instance_id: inst for inst in load_instances(path)}
+    return index_instances(load_instances(path))
 
 
 @functools.lru_cache(maxsize=8)
