@@ -324,3 +324,38 @@ def test_interpreters_by_version_skip_pyenv_shims(tmp_path, monkeypatch):
             environments.resolve_interpreter("python2.99")
     finally:
         environments.resolve_interpreter.cache_clear()
+
+
+def test_the_rendered_patch_makes_the_tree_git_diff_describes(tmp_path):
+    """What the appliers get is the patch written again from the parse (patchform.py): for what
+    `git diff` writes (a change without a final newline, a new executable file, a deletion, a
+    rename with a change, a mode change, a quoted non-ASCII path with a space, a binary file), it
+    must make the very tree git made (same tree id), and parse back to the same changes."""
+    from swe_rl_jax.data.sample import commit_all, init_repo, write_files
+    from swe_rl_jax.harness.checkout import checkout
+    from swe_rl_jax.harness.patchform import canonical_patch, foreign_line
+
+    repo = init_repo(tmp_path / "repo")
+    write_files(repo, {"a.py": "x = 1\ny = 2\n", "gone.py": "z = 3\n", "tool.sh": "echo hi\n",
+                       "old_name.py": "".join(f"l{i}\n" for i in range(9)), "img.bin": bytes(range(256))})
+    base = commit_all(repo, "base")
+    write_files(repo, {"a.py": "x = 1\ny = 3", "gone.py": None, "new/ünï côde.py": "k = 1\n", "run.sh": "echo\n",
+                       "img.bin": bytes(range(255, -1, -1))})
+    (repo / "run.sh").chmod(0o755)
+    (repo / "tool.sh").chmod(0o755)
+    run_isolated_git(repo, "mv", "old_name.py", "new_name.py")
+    (repo / "new_name.py").write_text("".join(f"l{i}\n" for i in range(9)) + "l9\n")
+    run_isolated_git(repo, "add", "-A")
+    target_tree = run_isolated_git(repo, "write-tree").strip()
+    diff = run_isolated_git(repo, "diff", "--cached", "--binary", "-M", base)
+    assert "rename from old_name.py" in diff and "GIT binary patch" in diff and "\\ No newline" in diff
+    assert foreign_line(diff) is None
+    changes, rendered = canonical_patch(diff)
+    assert len(changes) == 7
+    worktree = tmp_path / "w"
+    checkout(repo, base, worktree)
+    result = apply_patch(worktree, diff, tmp_path / "p.diff")
+    assert result.applied and result.method == "git_apply"
+    run_isolated_git(worktree, "add", "-A")
+    assert run_isolated_git(worktree, "write-tree").strip() == target_tree
+    assert canonical_patch(rendered)[1] == rendered  # a fixed point

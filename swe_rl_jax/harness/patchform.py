@@ -120,7 +120,8 @@ def _binary_lines(change: FileChange) -> list[str]:
     body = lines[start:]
     while body and not body[-1].strip():
         body.pop()
-    return [line for line in body if line.strip() == "" or _BINARY_START.match(line) or _BINARY_LINE.match(line)]
+    # A blank line ends each base85 block, the last one included.
+    return [line for line in body if line.strip() == "" or _BINARY_START.match(line) or _BINARY_LINE.match(line)] + [""]
 
 
 def render(changes: Sequence[FileChange]) -> str:
