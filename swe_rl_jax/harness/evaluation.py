@@ -11,7 +11,8 @@ Record: `instance_id`, `patch_exists`, `patch_applied`, `apply_method`, `resolve
 `tests_status` ({"FAIL_TO_PASS" / "PASS_TO_PASS": {"success": [...], "failure": [...]}}),
 `test_statuses` (id → status as the log says), `xfail` (the tests of each list whose outcome is
 XFAIL: the official grading counts them as passing, the RL rewards do not), `reset_files`,
-`seconds`, `environment` (its cache key), `log` (the end of the test command's output; `write_report` puts it in `logs/<id>.log`).
+`seconds`, `environment` (its cache key), `log` (the end of the test command's output;
+`write_report` puts it in `logs/<id>.log`).
 Summary: counts, `pct_applied` / `pct_resolved` over the evaluated predictions, `resolution`
 counts, errors and apply methods by kind, the isolation mode, and
 `environment_failure`: the reason when every instance failed for the environment's sake
