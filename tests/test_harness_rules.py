@@ -359,3 +359,20 @@ def test_the_rendered_patch_makes_the_tree_git_diff_describes(tmp_path):
     run_isolated_git(worktree, "add", "-A")
     assert run_isolated_git(worktree, "write-tree").strip() == target_tree
     assert canonical_patch(rendered)[1] == rendered  # a fixed point
+
+
+def test_what_the_sentinels_call_tampering():
+    from swe_rl_jax.harness.pytestguard import Sentinels
+
+    s = Sentinels("tests/sentinel_ab/test_ab.py", "test_p", "test_f")
+    ok = {"tests/test_x.py::test_a": "PASSED", "tests/sentinel_ab/test_ab.py::test_p": "PASSED",
+          "tests/sentinel_ab/test_ab.py::test_f": "FAILED"}
+    assert s.tampering(ok, 1) is None and s.strip(ok) == {"tests/test_x.py::test_a": "PASSED"}
+    assert "exited 0" in s.tampering(ok, 0)  # a forged exit status
+    assert "must fail" in s.tampering({**ok, "tests/sentinel_ab/test_ab.py::test_f": "PASSED"}, 1)
+    assert "must pass" in s.tampering({"tests/test_x.py::test_a": "PASSED"}, 0)  # a forged summary
+    # A collection error stops the run before any test: it names only its file; nothing to judge.
+    assert s.tampering({"tests/test_x.py": "ERROR"}, 2) is None
+    # Another rootdir prefixes every id alike: the sentinels are found by their file and name.
+    assert s.tampering({"x/test_x.py::test_a": "PASSED", "sentinel_ab/test_ab.py::test_p": "PASSED",
+                        "sentinel_ab/test_ab.py::test_f": "FAILED"}, 1) is None

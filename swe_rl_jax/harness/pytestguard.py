@@ -11,7 +11,8 @@ a new directory beside the first test file (so the same conftest.py files and ro
 root-owned and read-only: one must pass, one must fail. The code under test runs in pytest's
 process: a plugin it registers in memory, a report hook or a forged summary printed at exit
 changes outcomes without knowing these names. A run in which a sentinel is missing, has the
-wrong outcome, or which exits 0 although the failing sentinel failed, is `tampered`: not
+wrong outcome, or which exits 0 although the failing sentinel failed, while the log names other
+tests (node ids: a collection error that stopped the run names only files), is `tampered`: not
 resolved, for `evaluate` and the rewards alike. The sentinels' ids are removed from the
 statuses before grading.
 """
@@ -66,9 +67,10 @@ class Sentinels:
         return {k: v for k, v in statuses.items() if k not in drop}
 
     def tampering(self, statuses: Mapping[str, str], returncode: Optional[int]) -> Optional[str]:
-        """Why the run's results cannot be trusted, or None. A log that names no test besides the
-        sentinels is not judged here (the tests did not run: `no_test_results`)."""
-        if not self.strip(statuses):
+        """Why the run's results cannot be trusted, or None. A log that names no test (a node id,
+        `path::name`) besides the sentinels is not judged here: no test ran (a collection error
+        names only its file), and nothing can pass."""
+        if not any("::" in test_id for test_id in self.strip(statuses)):
             return None
         for name, expected in ((self.passing, PASSED), (self.failing, FAILED)):
             found = [statuses[i] for i in self._find(statuses, name)]
