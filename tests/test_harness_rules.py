@@ -376,3 +376,21 @@ def test_what_the_sentinels_call_tampering():
     # Another rootdir prefixes every id alike: the sentinels are found by their file and name.
     assert s.tampering({"x/test_x.py::test_a": "PASSED", "sentinel_ab/test_ab.py::test_p": "PASSED",
                         "sentinel_ab/test_ab.py::test_f": "FAILED"}, 1) is None
+
+
+def test_the_environments_plugins_are_named_and_nothing_else_autoloads(tmp_path):
+    """With plugin autoloading off (pytestguard.AUTOLOAD_OFF, in every test run's environment),
+    the cached environment's `pytest11` entry points are named with `-p <module>`."""
+    from swe_rl_jax.harness.pytestguard import AUTOLOAD_OFF, plugin_args, runs_pytest
+
+    for name, text in {"pytest_mock-3.14.0": "[pytest11]\npytest_mock = pytest_mock\n",
+                       "pytest_asyncio-0.21.1": "[pytest11]\nasyncio = pytest_asyncio.plugin\n",
+                       "pytest_Cov-5.0": "[console_scripts]\nx = y:z\n\n"
+                                         "[pytest11]\npytest_cov = pytest_cov.plugin:Plugin\n",
+                       "click-8.1": "[console_scripts]\nclick = click:main\n"}.items():
+        (tmp_path / f"{name}.dist-info").mkdir()
+        (tmp_path / f"{name}.dist-info" / "entry_points.txt").write_text(text)
+    assert plugin_args(tmp_path) == ["-p", "pytest_cov.plugin", "-p", "pytest_asyncio.plugin", "-p", "pytest_mock"]
+    assert AUTOLOAD_OFF == {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    assert runs_pytest(["python", "-X", "dev", "-m", "pytest", "-rA"]) and runs_pytest(["/env/bin/pytest"])
+    assert not runs_pytest(["./tests/runtests.py", "--verbosity", "2"]) and not runs_pytest(["bin/test", "-C"])
