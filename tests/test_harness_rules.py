@@ -359,6 +359,8 @@ def test_the_rendered_patch_makes_the_tree_git_diff_describes(tmp_path):
     run_isolated_git(worktree, "add", "-A")
     assert run_isolated_git(worktree, "write-tree").strip() == target_tree
     assert canonical_patch(rendered)[1] == rendered  # a fixed point
+    # The same patch with CR LF line ends (as GNU patch reads them): the same rendering.
+    assert canonical_patch(diff.replace("\n", "\r\n"))[1] == rendered
 
 
 def test_what_the_sentinels_call_tampering():

@@ -146,10 +146,22 @@ def _shape(changes: Sequence[FileChange]) -> list[tuple]:
     return [(c.old_path, c.new_path, c.hunks, c.is_binary) for c in changes]
 
 
+def _without_crs(patch: str) -> str:
+    """A patch whose every line ends in CR LF (a patch sent through a Windows tool) read as LF,
+    as GNU patch reads it; any other patch as it is (a CR inside it is content)."""
+    lines = patch.split("\n")
+    body = lines[:-1] if lines[-1] == "" else lines
+    if body and all(line.endswith("\r") for line in body):
+        return "".join(line[:-1] + "\n" for line in body)
+    return patch
+
+
 def canonical_patch(patch: str) -> tuple[list[FileChange], str]:
-    """(the parse, the patch rendered from it) of `patch`. Raises PatchError: `unsupported_format`
-    for a line of another format (`foreign_line`) or a rendering that does not parse back to the
-    same changes; the parser's own reasons for a malformed patch."""
+    """(the parse, the patch rendered from it) of `patch` (CR LF line ends read as LF when every
+    line has them). Raises PatchError: `unsupported_format` for a line of another format
+    (`foreign_line`) or a rendering that does not parse back to the same changes; the parser's
+    own reasons for a malformed patch."""
+    patch = _without_crs(patch)
     foreign = foreign_line(patch)
     if foreign is not None:
         raise PatchError("unsupported_format", foreign)
