@@ -224,9 +224,10 @@ def test_an_install_spec_takes_the_commits_runtime_dependencies(tmp_path, monkey
 
 def test_what_the_integrity_reset_puts_back():
     for path in ("conftest.py", "pkg/conftest.py", "tests/helpers.py", "tests/data/x.json", "pkg/test_mod.py",
-                 "mod_test.py"):
+                 "mod_test.py", "testing/python/helpers.py"):
         assert is_test_infrastructure(path), path
-    for path in ("pkg/mod.py", "django/test/runner.py", "testing_utils.py", "setup.cfg", "src/tests.py"):
+    for path in ("pkg/mod.py", "django/test/runner.py", "testing_utils.py", "setup.cfg", "src/tests.py",
+                 "sympy/testing/runtests.py"):
         assert not is_test_infrastructure(path), path
     # Loaded at start-up or discovered as a plugin or configuration, at any depth, in any form.
     for path in ("pytest.ini", ".pytest.ini", "pkg/pytest.toml", "sitecustomize.py", "sitecustomize/__init__.py",
@@ -244,7 +245,7 @@ def test_what_the_integrity_reset_puts_back():
                "testing/notes.txt"]
     assert paths_to_reset(patched, ["testing/python/collect.py", "testing/test_x.py"], base, ["src"]) == [
         "conftest.py", "testing/python/collect.py", "json.py", "pytest/__init__.py", "src/tomllib.py",
-        "testing/pluggy.py"]
+        "testing/pluggy.py", "testing/notes.txt"]
 
 
 def _git(repo, *args):

@@ -6,7 +6,8 @@ A model patch may change or create the repository's source files (modules of its
 modules inside them), documentation and data. It may not change (docs/HARNESS.md, "Threat model"):
 - test infrastructure: the test patch's files and the test ids' files (as SWE-bench resets them),
   pytest's test modules and plugins by name (`test_*.py`, `*_test.py`, `conftest.py`), anything
-  under a directory named `tests`;
+  under a directory named `tests` or under a top-level `testing/` (pytest's own layout; a
+  package's `testing` subpackage, such as `sympy/testing/`, is source);
 - what Python, `site` or pytest loads at start-up or discovers as a plugin or configuration, at
   any depth: `sitecustomize` / `usercustomize` as module, package or extension, `.pth` files,
   compiled code (`.pyc`, `.pyo`, `__pycache__`, extension modules), package metadata
@@ -36,7 +37,7 @@ def is_test_infrastructure(path: str) -> bool:
     """Whether `path` names a test module, a test directory's file or a pytest plugin by name."""
     parts = path.split("/")
     name = parts[-1]
-    return (name == "conftest.py" or "tests" in parts[:-1]
+    return (name == "conftest.py" or "tests" in parts[:-1] or (len(parts) > 1 and parts[0] == "testing")
             or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))))
 
 
