@@ -21,6 +21,8 @@ _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 # Names that are git's own directory on some file system: NTFS ignores trailing dots and spaces,
 # and "git~1" is its short name of ".git"; both file systems used by git ignore case.
 _GIT_DIR_NAMES = frozenset({".git", "git~1"})
+# What Linux file systems take: NAME_MAX bytes per component, PATH_MAX bytes per path.
+NAME_MAX, PATH_MAX = 255, 4095
 
 
 def unsafe_path_reason(path: str, repo_root: Optional[pathlib.Path] = None, *,
@@ -40,6 +42,8 @@ def unsafe_path_reason(path: str, repo_root: Optional[pathlib.Path] = None, *,
         return "backslash in path"
     if path.startswith("/") or (len(path) > 1 and path[1] == ":" and path[0].isascii() and path[0].isalpha()):
         return "absolute path"
+    if len(path.encode("utf-8", "surrogatepass")) > PATH_MAX:
+        return f"path longer than {PATH_MAX} bytes"
     parts = path.split("/")
     while len(parts) > 1 and parts[0] == ".":
         parts = parts[1:]
@@ -50,6 +54,8 @@ def unsafe_path_reason(path: str, repo_root: Optional[pathlib.Path] = None, *,
             return "empty or '.' component"
         if part.rstrip(". ").lower() in _GIT_DIR_NAMES:
             return "'.git' component"
+        if len(part.encode("utf-8", "surrogatepass")) > NAME_MAX:
+            return f"path component longer than {NAME_MAX} bytes"
     for depth in range(1, len(parts) + 1):
         prefix = "/".join(parts[:depth])
         if prefix in links or (repo_root is not None and (pathlib.Path(repo_root) / prefix).is_symlink()):

@@ -266,9 +266,16 @@ def test_cli(tmp_path, open_dir, options, capsys):
     assert report["summary"]["resolved"] == 12 and len(report["records"]) == 12
     preds = tmp_path / "preds.jsonl"
     preds.write_text(json.dumps({"instance_id": "nope/x-1", "model_patch": "x"}) + "\n")
+    # Predictions that name no known instance measure nothing: a user error (issue 36).
+    assert evaluate_cmd.main(["--sample", "--predictions", str(preds), "--out", str(out), "--env-cache",
+                              env_cache, "--work-dir", str(open_dir / "cli")]) == 2
+    assert "none of the 1 predictions names an instance" in capsys.readouterr().err
+    preds.write_text(json.dumps({"instance_id": "nope/x-1", "model_patch": "x"}) + "\n"
+                     + json.dumps({"instance_id": "quillsoft__configlet-12", "model_patch": ""}) + "\n")
     assert evaluate_cmd.main(["--sample", "--predictions", str(preds), "--out", str(out), "--env-cache",
                               env_cache, "--work-dir", str(open_dir / "cli")]) == 0
-    assert json.loads((out / "report.json").read_text())["summary"]["errors"] == {"unknown_instance": 1}
+    assert json.loads((out / "report.json").read_text())["summary"]["errors"] == {"empty_patch": 1,
+                                                                                  "unknown_instance": 1}
     cases = [(["--sample", "--out", str(out)], "exactly one of --predictions FILE and --gold"),
                           (["--gold", "--out", str(out)], "--instances FILE and --repos DIR are required"),
                           (["--sample", "--predictions", str(tmp_path / "missing.jsonl"), "--out", str(out)],

@@ -57,6 +57,7 @@ def test_the_model_patch_edits_of_test_files_are_reset(repos, options):
     # Counterfactual: without the reset the renamed tests stay renamed, so pytest never runs them.
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runner, "reset_test_infrastructure", lambda *a, **k: [])
+        mp.setattr(runner, "place_sentinels", lambda *a, **k: None)
         unprotected = _record(INSTANCE.patch + edit, repos, options)
     assert not unprotected["resolved"] and unprotected["reset_files"] == []
     assert unprotected["tests_status"]["PASS_TO_PASS"]["failure"] == list(INSTANCE.pass_to_pass)
@@ -68,9 +69,15 @@ def test_a_conftest_that_forces_passes_resolves_nothing(repos, options):
     assert record["patch_applied"] and record["reset_files"] == ["conftest.py"]
     assert not record["resolved"] and record["resolution_status"] == "NO"
     assert record["tests_status"]["FAIL_TO_PASS"]["failure"] == list(INSTANCE.fail_to_pass)
-    # Counterfactual: without the reset, the hook turns the failing tests into passing ones.
+    # Without the reset, the sentinels catch the hook: the failing sentinel passed.
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runner, "reset_test_infrastructure", lambda *a, **k: [])
+        caught = _record(conftest, repos, options)
+    assert not caught["resolved"] and caught["error"] == "tampered" and "must fail" in caught["message"]
+    # Counterfactual: without the reset and the sentinels, the hook turns the failing tests into passing ones.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runner, "reset_test_infrastructure", lambda *a, **k: [])
+        mp.setattr(runner, "place_sentinels", lambda *a, **k: None)
         hacked = _record(conftest, repos, options)
     assert hacked["resolved"] and hacked["tests_status"]["FAIL_TO_PASS"]["success"] == list(INSTANCE.fail_to_pass)
     # The same through pytest's configuration: a pyproject.toml section that loads the hook as a plugin.
@@ -78,7 +85,7 @@ def test_a_conftest_that_forces_passes_resolves_nothing(repos, options):
     hooked = pyproject.replace('testpaths = ["tests"]', 'testpaths = ["tests"]\naddopts = "-p hackplugin"')
     plugin = git_diff({"pyproject.toml": pyproject}, {"pyproject.toml": hooked, "hackplugin.py": FORCE_PASS})
     record = _record(plugin, repos, options)
-    assert record["reset_files"] == ["pyproject.toml"] and not record["resolved"]
+    assert record["reset_files"] == ["pyproject.toml", "hackplugin.py"] and not record["resolved"]
 
 
 _INSTALLED_TEST = '''from importlib.metadata import version
@@ -127,7 +134,8 @@ def test_no_spec_runs_in_the_default_environment(repos, options, tmp_path):
     assert report["summary"]["environment_failure"] is None
     logs = {p.stem: p.read_text() for p in (out / "logs").iterdir()}  # each run's output, beside the report
     assert set(logs) == {i.instance_id for i in INSTANCES} and "log" not in report["records"][0]
-    assert all(re.search(r"=+ \d+ passed in", log) for log in logs.values())
+    # Each log: the instance's tests passed, and the harness's failing sentinel failed (pytestguard.py).
+    assert all(re.search(r"=+ 1 failed, \d+ passed in", log) for log in logs.values())
     keys = {r["instance_id"].split("-")[0]: r["environment"] for r in report["records"]}
     requirements = {repo: json.loads((Path(options.env.cache_dir) / key / "spec.json").read_text())["requirements"]
                     for repo, key in keys.items()}

@@ -16,7 +16,7 @@ from swe_rl_jax.harness import environments
 from swe_rl_jax.harness.defaults import RUNNER_REQUIREMENT, declared_requirements, default_requirements, resolve_spec
 from swe_rl_jax.harness.directives import django_label, test_directives
 from swe_rl_jax.harness.grading import FULL, NO, PARTIAL, resolution_status, tests_status
-from swe_rl_jax.harness.integrity import is_test_infrastructure, paths_to_reset, pytest_section
+from swe_rl_jax.harness.integrity import base_entries, is_loaded_at_start_up, is_test_infrastructure, paths_to_reset
 from swe_rl_jax.harness.patching import apply_patch
 from swe_rl_jax.harness.logformats import parse_django, parse_log
 from swe_rl_jax.harness.specs import LOG_FORMATS, RepoSpec, builtin_specs, load_specs, repo_spec, spec_for, spec_to_dict
@@ -224,20 +224,28 @@ def test_an_install_spec_takes_the_commits_runtime_dependencies(tmp_path, monkey
 
 def test_what_the_integrity_reset_puts_back():
     for path in ("conftest.py", "pkg/conftest.py", "tests/helpers.py", "tests/data/x.json", "pkg/test_mod.py",
-                 "mod_test.py", "pytest.ini", ".pytest.ini", "sitecustomize.py"):
+                 "mod_test.py", "testing/python/helpers.py"):
         assert is_test_infrastructure(path), path
-    for path in ("pkg/mod.py", "django/test/runner.py", "testing_utils.py", "setup.cfg", "src/tests.py"):
+    for path in ("pkg/mod.py", "django/test/runner.py", "testing_utils.py", "setup.cfg", "src/tests.py",
+                 "sympy/testing/runtests.py"):
         assert not is_test_infrastructure(path), path
-    assert paths_to_reset(["pkg/mod.py", "conftest.py", "testing/python/collect.py"],
-                          ["testing/python/collect.py"]) == ["conftest.py", "testing/python/collect.py"]
-    # Config files: only a change of the pytest section counts (metadata changes stay).
-    base = "[metadata]\nname = p\n[tool:pytest]\naddopts = -q\n"
-    assert pytest_section("setup.cfg", base) == pytest_section("setup.cfg", base.replace("name = p", "name = q"))
-    assert pytest_section("setup.cfg", base) != pytest_section("setup.cfg", base + "python_files = *.py\n")
-    toml = '[project]\nname = "p"\n[tool.pytest.ini_options]\naddopts = "-q"\n'
-    assert pytest_section("pyproject.toml", toml) == {"ini_options": {"addopts": "-q"}}
-    assert pytest_section("pyproject.toml", toml.replace('"p"', '"q"')) == pytest_section("pyproject.toml", toml)
-    assert pytest_section("tox.ini", None) is None and pytest_section("tox.ini", "[pytest]\n") == {"pytest": {}}
+    # Loaded at start-up or discovered as a plugin or configuration, at any depth, in any form.
+    for path in ("pytest.ini", ".pytest.ini", "pkg/pytest.toml", "sitecustomize.py", "sitecustomize/__init__.py",
+                 "src/usercustomize.cpython-311-x86_64-linux-gnu.so", "x.pth", "pkg/__pycache__/m.cpython-39.pyc",
+                 "pkg/m.pyc", "hack-1.0.dist-info/entry_points.txt", "pkg.egg-info/entry_points.txt",
+                 "__editable___pkg_finder.py", "setup.cfg", "tox.ini", "sub/pyproject.toml"):
+        assert is_loaded_at_start_up(path), path
+    for path in ("pkg/mod.py", "docs/conf.py", "README.md", "pkg/data/site.json", "setup.py"):
+        assert not is_loaded_at_start_up(path), path
+    base = base_entries(["pkg/__init__.py", "pkg/mod.py", "src/lib/__init__.py", "testing/test_x.py", "README.md"])
+    assert base == {"pkg", "pkg/__init__.py", "pkg/mod.py", "src", "src/lib", "src/lib/__init__.py", "testing",
+                    "testing/test_x.py", "README.md"}
+    patched = ["pkg/mod.py", "pkg/new.py", "conftest.py", "testing/python/collect.py", "json.py", "pytest/__init__.py",
+               "CHANGES.md", "docs/new.rst", "src/tomllib.py", "src/lib/new.py", "testing/pluggy.py",
+               "testing/notes.txt"]
+    assert paths_to_reset(patched, ["testing/python/collect.py", "testing/test_x.py"], base, ["src"]) == [
+        "conftest.py", "testing/python/collect.py", "json.py", "pytest/__init__.py", "src/tomllib.py",
+        "testing/pluggy.py", "testing/notes.txt"]
 
 
 def _git(repo, *args):
@@ -317,3 +325,75 @@ def test_interpreters_by_version_skip_pyenv_shims(tmp_path, monkeypatch):
             environments.resolve_interpreter("python2.99")
     finally:
         environments.resolve_interpreter.cache_clear()
+
+
+def test_the_rendered_patch_makes_the_tree_git_diff_describes(tmp_path):
+    """What the appliers get is the patch written again from the parse (patchform.py): for what
+    `git diff` writes (a change without a final newline, a new executable file, a deletion, a
+    rename with a change, a mode change, a quoted non-ASCII path with a space, a binary file), it
+    must make the very tree git made (same tree id), and parse back to the same changes."""
+    from swe_rl_jax.data.sample import commit_all, init_repo, write_files
+    from swe_rl_jax.harness.checkout import checkout
+    from swe_rl_jax.harness.patchform import canonical_patch, foreign_line
+
+    repo = init_repo(tmp_path / "repo")
+    write_files(repo, {"a.py": "x = 1\ny = 2\n", "gone.py": "z = 3\n", "tool.sh": "echo hi\n",
+                       "old_name.py": "".join(f"l{i}\n" for i in range(9)), "img.bin": bytes(range(256))})
+    base = commit_all(repo, "base")
+    write_files(repo, {"a.py": "x = 1\ny = 3", "gone.py": None, "new/ünï côde.py": "k = 1\n", "run.sh": "echo\n",
+                       "img.bin": bytes(range(255, -1, -1))})
+    (repo / "run.sh").chmod(0o755)
+    (repo / "tool.sh").chmod(0o755)
+    run_isolated_git(repo, "mv", "old_name.py", "new_name.py")
+    (repo / "new_name.py").write_text("".join(f"l{i}\n" for i in range(9)) + "l9\n")
+    run_isolated_git(repo, "add", "-A")
+    target_tree = run_isolated_git(repo, "write-tree").strip()
+    diff = run_isolated_git(repo, "diff", "--cached", "--binary", "-M", base)
+    assert "rename from old_name.py" in diff and "GIT binary patch" in diff and "\\ No newline" in diff
+    assert foreign_line(diff) is None
+    changes, rendered = canonical_patch(diff)
+    assert len(changes) == 7
+    worktree = tmp_path / "w"
+    checkout(repo, base, worktree)
+    result = apply_patch(worktree, diff, tmp_path / "p.diff")
+    assert result.applied and result.method == "git_apply"
+    run_isolated_git(worktree, "add", "-A")
+    assert run_isolated_git(worktree, "write-tree").strip() == target_tree
+    assert canonical_patch(rendered)[1] == rendered  # a fixed point
+    # The same patch with CR LF line ends (as GNU patch reads them): the same rendering.
+    assert canonical_patch(diff.replace("\n", "\r\n"))[1] == rendered
+
+
+def test_what_the_sentinels_call_tampering():
+    from swe_rl_jax.harness.pytestguard import Sentinels
+
+    s = Sentinels("tests/sentinel_ab/test_ab.py", "test_p", "test_f")
+    ok = {"tests/test_x.py::test_a": "PASSED", "tests/sentinel_ab/test_ab.py::test_p": "PASSED",
+          "tests/sentinel_ab/test_ab.py::test_f": "FAILED"}
+    assert s.tampering(ok, 1) is None and s.strip(ok) == {"tests/test_x.py::test_a": "PASSED"}
+    assert "exited 0" in s.tampering(ok, 0)  # a forged exit status
+    assert "must fail" in s.tampering({**ok, "tests/sentinel_ab/test_ab.py::test_f": "PASSED"}, 1)
+    assert "must pass" in s.tampering({"tests/test_x.py::test_a": "PASSED"}, 0)  # a forged summary
+    # A collection error stops the run before any test: it names only its file; nothing to judge.
+    assert s.tampering({"tests/test_x.py": "ERROR"}, 2) is None
+    # Another rootdir prefixes every id alike: the sentinels are found by their file and name.
+    assert s.tampering({"x/test_x.py::test_a": "PASSED", "sentinel_ab/test_ab.py::test_p": "PASSED",
+                        "sentinel_ab/test_ab.py::test_f": "FAILED"}, 1) is None
+
+
+def test_the_environments_plugins_are_named_and_nothing_else_autoloads(tmp_path):
+    """With plugin autoloading off (pytestguard.AUTOLOAD_OFF, in every test run's environment),
+    the cached environment's `pytest11` entry points are named with `-p <module>`."""
+    from swe_rl_jax.harness.pytestguard import AUTOLOAD_OFF, plugin_args, runs_pytest
+
+    for name, text in {"pytest_mock-3.14.0": "[pytest11]\npytest_mock = pytest_mock\n",
+                       "pytest_asyncio-0.21.1": "[pytest11]\nasyncio = pytest_asyncio.plugin\n",
+                       "pytest_Cov-5.0": "[console_scripts]\nx = y:z\n\n"
+                                         "[pytest11]\npytest_cov = pytest_cov.plugin:Plugin\n",
+                       "click-8.1": "[console_scripts]\nclick = click:main\n"}.items():
+        (tmp_path / f"{name}.dist-info").mkdir()
+        (tmp_path / f"{name}.dist-info" / "entry_points.txt").write_text(text)
+    assert plugin_args(tmp_path) == ["-p", "pytest_cov.plugin", "-p", "pytest_asyncio.plugin", "-p", "pytest_mock"]
+    assert AUTOLOAD_OFF == {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    assert runs_pytest(["python", "-X", "dev", "-m", "pytest", "-rA"]) and runs_pytest(["/env/bin/pytest"])
+    assert not runs_pytest(["./tests/runtests.py", "--verbosity", "2"]) and not runs_pytest(["bin/test", "-C"])

@@ -113,13 +113,43 @@ def test_an_answer_adding_a_conftest_that_forces_passes_scores_nothing(setup, tm
                        {"execution": dataclasses.asdict(config)})
     [(score, info)] = score_batch([task], num_workers=1, timeout_s=60)
     assert score == 0.0 and info["reset_files"] == ["conftest.py"] and not info["resolved"]
-    # Counterfactual (in this process, with its own result cache): the hook alone makes every test pass.
+    # Counterfactual (in this process, with its own result cache): without the reset and the
+    # sentinels, the hook alone makes every test pass.
     unprotected = dataclasses.replace(config, result_cache=str(tmp_path / "results"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runner, "reset_test_infrastructure", lambda *a, **k: [])
+        mp.setattr(runner, "place_sentinels", lambda *a, **k: None)
         hacked_score, hacked = execution.compute_execution(
             {**task.meta, "execution": dataclasses.asdict(unprotected)}, task.response, False)
     assert hacked_score == 1.0 and hacked["resolved"] and hacked["reset_files"] == []
+
+
+def test_attacks_from_the_package_under_test_score_nothing(setup, tmp_path):
+    """Issue 36 through the reward: library code that calls `pytest.xfail()` where it raised
+    (0; 1 under the official rule, `xfail_passes`), library code that registers a forcing plugin
+    in pytest's memory (0, `tampered`), and an edit of a path no file system takes (−1, `invalid_path`)."""
+    from test_harness_attacks import REGISTER_IN_MEMORY
+
+    root, config = setup
+    record = {r.instance_id: r for r in _swe_rl_records(root, "validation")}["quillsoft__configlet-12"]
+    context = record.context["code_context"]
+    types = context["configlet/types.py"]
+    raise_line = '        raise ValueError(f"not a duration: {value!r}")\n'
+    answers = {
+        "xfail": whole_file_answer(context, {"configlet/types.py": types.replace(
+            raise_line, '        import pytest\n        pytest.xfail("not a duration")\n')}),
+        "in_memory": whole_file_answer(context, {"configlet/types.py": types + REGISTER_IN_MEMORY}),
+        "long_path": whole_file_answer(context, {f"configlet/{'x' * 300}.py": "X = 1\n"}),
+    }
+    meta = {"execution": dataclasses.asdict(config)}
+    official = {"execution": {**dataclasses.asdict(config), "xfail_passes": True}}
+    tasks = [reward_task(record, answer, {"swe_rl": "tests_pass"}, meta) for answer in answers.values()]
+    tasks.append(reward_task(record, answers["xfail"], {"swe_rl": "tests_pass"}, official))
+    results = score_batch(tasks, num_workers=2, timeout_s=60)
+    assert [s for s, _ in results] == [0.0, 0.0, -1.0, 1.0], results
+    assert results[0][1]["error"] is None and results[0][1]["passed"] == 2  # the two PASS_TO_PASS tests
+    assert results[1][1]["error"] == "tampered"
+    assert results[2][1]["kind"] == "invalid_path" and results[2][1]["error"] == "invalid_path"
 
 
 def test_setup_problems_are_internal_errors_not_scores(setup):

@@ -25,6 +25,7 @@ from swe_rl_jax.commands.harness_args import add_harness_arguments, harness_opti
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import InputError, RepoLocator, load_instances
 from swe_rl_jax.harness import evaluate_predictions, load_predictions, load_specs, write_report
+from swe_rl_jax.harness.evaluation import check_inputs
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,6 +58,7 @@ def run_evaluate(args: argparse.Namespace) -> dict[str, Any]:
         specs = load_specs(args.specs or (SAMPLE_DIR / "specs.json" if args.sample else None))
         predictions = (load_predictions(args.predictions) if args.predictions else
                        [{"instance_id": i.instance_id, "model_patch": i.patch} for i in instances])
+        check_inputs(predictions, instances)
         report = evaluate_predictions(predictions, instances, RepoLocator(scratch if args.sample else args.repos),
                                       specs, options)
     write_report(report, args.out)

@@ -13,6 +13,20 @@ from pathlib import Path
 from swe_rl_jax.data.sample import run_isolated_git
 
 
+# Settings through which a repository's configuration runs commands or reads a tree's files.
+WORKTREE_GIT_OPTIONS = (
+    "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
+    "-c", "core.pager=cat", "-c", "core.editor=false", "-c", "core.sshCommand=false",
+    "-c", "core.askPass=false", "-c", "credential.helper=", "-c", "diff.external=",
+    "-c", "protocol.ext.allow=never",
+)
+
+
+def git(worktree: Path, *args: str, **kwargs) -> str:
+    """`run_isolated_git` with WORKTREE_GIT_OPTIONS: git on a work tree a patch has touched."""
+    return run_isolated_git(worktree, *WORKTREE_GIT_OPTIONS, *args, **kwargs)
+
+
 class CheckoutError(RuntimeError):
     """The repository could not be cloned or the commit checked out (message: git's own)."""
 
@@ -23,6 +37,6 @@ def checkout(repo_dir: Path, commit: str, dest: Path) -> None:
     try:
         run_isolated_git(dest.parent, "clone", "-q", "--shared", "--no-checkout", str(Path(repo_dir).resolve()),
                          str(dest))
-        run_isolated_git(dest, "checkout", "-q", "--detach", commit)
+        git(dest, "checkout", "-q", "--detach", commit)
     except RuntimeError as e:
         raise CheckoutError(str(e)) from None

@@ -16,6 +16,9 @@ files too.
 
 Without a test patch (the project's synthesized instances): the files of the test ids, or for
 `django_labels` the labels of the ids (`test_x (mod.Class)` -> `mod.Class.test_x`).
+
+A directive never starts with `-`: an id such as `--junitxml=PATH` would reach the runner as an
+option; such ids are dropped (the grading then finds no status for them: a failing test).
 """
 from __future__ import annotations
 
@@ -56,13 +59,13 @@ def test_directives(kind: str, test_patch: str, test_ids: Sequence[str],
     """What to append to the test command (see the module docstring); `exists` says whether a
     file is in the worktree."""
     if not test_patch.strip():
-        return list(dict.fromkeys(_id_directive(t, kind) for t in test_ids))
+        return list(dict.fromkeys(d for d in (_id_directive(t, kind) for t in test_ids) if not d.startswith("-")))
     files = [p for p in patch_files(test_patch) if not p.endswith(NON_TEST_SUFFIXES)]
     if kind == "django_labels":
         return [django_label(p) for p in files]
     if kind == "test_files":
         files += [t.split("::", 1)[0] for t in test_ids if "::" in t and exists(t.split("::", 1)[0])]
-    return list(dict.fromkeys(files))
+    return list(dict.fromkeys(f for f in files if not f.startswith("-")))
 
 
 def test_command(test_cmd: str, kind: str, test_patch: str, test_ids: Sequence[str],

@@ -9,8 +9,10 @@ test patch, install steps, tests), graded as the official harness grades (gradin
 Record: `instance_id`, `patch_exists`, `patch_applied`, `apply_method`, `resolved`,
 `resolution_status` (FULL / PARTIAL / NO), `error` (a kind from ERROR_KINDS, or null), `message`,
 `tests_status` ({"FAIL_TO_PASS" / "PASS_TO_PASS": {"success": [...], "failure": [...]}}),
-`test_statuses` (id → status as the log says), `reset_files`, `seconds`, `environment` (its cache
-key), `log` (the end of the test command's output; `write_report` puts it in `logs/<id>.log`).
+`test_statuses` (id → status as the log says), `xfail` (the tests of each list whose outcome is
+XFAIL: the official grading counts them as passing, the RL rewards do not), `reset_files`,
+`seconds`, `environment` (its cache key), `log` (the end of the test command's output;
+`write_report` puts it in `logs/<id>.log`).
 Summary: counts, `pct_applied` / `pct_resolved` over the evaluated predictions, `resolution`
 counts, errors and apply methods by kind, the isolation mode, and
 `environment_failure`: the reason when every instance failed for the environment's sake
@@ -34,16 +36,17 @@ from swe_rl_jax.data.records import iter_jsonl
 from swe_rl_jax.data.sources import GitError, GitRepo, InputError, Instance, RepoLocator
 from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import EnvironmentBuildError, EnvironmentOptions, ensure_environment
-from swe_rl_jax.harness.grading import NO, RESOLUTION_STATUSES, FULL, resolution_status, tests_status
+from swe_rl_jax.harness.grading import NO, RESOLUTION_STATUSES, FULL, resolution_status, tests_status, xfail_outcomes
 from swe_rl_jax.harness.runner import TestRun, run_tests
 from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, isolation_mode
 from swe_rl_jax.harness.specs import RepoSpec, spec_for
 
 log = logging.getLogger(__name__)
 
-ERROR_KINDS = ("unknown_instance", "no_tests", "empty_patch", "malformed_patch", "invalid_path", "does_not_apply",
-               "test_patch_failed", "missing_repository", "missing_base_commit", "checkout_failed",
-               "env_build_failed", "install_failed", "timeout", "no_test_results", "internal_error")
+ERROR_KINDS = ("unknown_instance", "no_tests", "empty_patch", "malformed_patch", "unsupported_format",
+               "invalid_path", "does_not_apply", "test_patch_failed", "missing_repository", "missing_base_commit",
+               "checkout_failed", "env_build_failed", "install_failed", "timeout", "no_test_results", "tampered",
+               "internal_error")
 # Errors that say the environment, not the patch, kept the tests from running.
 ENVIRONMENT_ERRORS = frozenset({"env_build_failed", "install_failed", "no_test_results"})
 
@@ -80,7 +83,8 @@ def load_predictions(path: str | Path) -> list[dict[str, Any]]:
 def _record(instance_id: str, patch: str, **fields: Any) -> dict[str, Any]:
     record = {"instance_id": instance_id, "patch_exists": bool(patch.strip()), "patch_applied": False,
               "apply_method": None, "resolved": False, "resolution_status": NO, "error": None, "message": "",
-              "tests_status": {}, "test_statuses": {}, "reset_files": [], "seconds": 0.0, "environment": None}
+              "tests_status": {}, "test_statuses": {}, "xfail": {}, "reset_files": [], "seconds": 0.0,
+              "environment": None}
     record.update(fields)
     return record
 
@@ -126,6 +130,7 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
                    apply_method=run.applied[0].method if applied else None, resolved=resolution == FULL,
                    resolution_status=resolution, error=_run_error(run), message=run.message,
                    tests_status=status if run.statuses else {}, test_statuses=run.statuses,
+                   xfail=xfail_outcomes(instance.fail_to_pass, instance.pass_to_pass, run.statuses),
                    reset_files=list(run.reset_files), seconds=time.perf_counter() - start, environment=env.key,
                    log=run.log or run.message)
 
@@ -157,12 +162,36 @@ def summarize(records: Sequence[Mapping[str, Any]], isolation: str) -> dict[str,
             "isolation": isolation, "environment_failure": environment_failure(records)}
 
 
+def index_instances(instances: Sequence[Instance]) -> dict[str, Instance]:
+    """`instance_id` → instance; InputError for an id named twice (which one would count?)."""
+    out: dict[str, Instance] = {}
+    for inst in instances:
+        if inst.instance_id in out:
+            raise InputError(f"duplicate instance_id {inst.instance_id!r} in the instances file")
+        out[inst.instance_id] = inst
+    return out
+
+
+def check_inputs(predictions: Sequence[Mapping[str, Any]], instances: Sequence[Instance]) -> None:
+    """Raises InputError for inputs that would measure nothing or mislead: no instances, an
+    `instance_id` the instances name twice, no predictions, or predictions none of which names a
+    known instance."""
+    if not instances:
+        raise InputError("the instances file holds no instances")
+    seen = index_instances(instances)
+    if not predictions:
+        raise InputError("no predictions to evaluate")
+    if not any(p["instance_id"] in seen for p in predictions):
+        raise InputError(f"none of the {len(predictions)} predictions names an instance of the instances file "
+                         f"(first: {predictions[0]['instance_id']!r})")
+
+
 def evaluate_predictions(predictions: Sequence[Mapping[str, Any]], instances: Sequence[Instance],
                          locator: RepoLocator, specs: Mapping[str, RepoSpec],
                          options: HarnessOptions = HarnessOptions()) -> dict[str, Any]:
     """{"summary": ..., "records": [one per prediction, in prediction order]}."""
     isolation = isolation_mode(options.isolation)
-    by_id = {inst.instance_id: inst for inst in instances}
+    by_id = index_instances(instances)
     work_dir = options.work_dir or tempfile.gettempdir()
     Path(work_dir).mkdir(parents=True, exist_ok=True)
     check_work_dir(Path(work_dir), isolation)

@@ -13,6 +13,10 @@ read for the rules):
   repositories shortens them: a parameter that is an absolute path (`test_f[/tmp/x/a.txt]`) also
   answers to its last component (`test_f[/a.txt]`), as the official pydicom, requests and
   pylint parser writes it.
+- XFAIL (`xfail_passes`): the official rule counts an XFAIL FAIL_TO_PASS test as a success;
+  the RL rewards pass `xfail_passes=False` (one `pytest.xfail()` in library code, where it used
+  to raise, would otherwise pay as a fix), and `xfail_outcomes` names them beside the official
+  grading in `evaluate`'s report.
 - Resolution: FULL when every counted FAIL_TO_PASS and PASS_TO_PASS test succeeds (an empty list
   counts as all), PARTIAL when some but not all FAIL_TO_PASS tests succeed and every
   PASS_TO_PASS test does, else NO. Resolved = FULL.
@@ -22,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Mapping, Optional, Sequence
 
-from swe_rl_jax.harness.testlog import ERROR, FAILED, SKIPPED, SUCCESS
+from swe_rl_jax.harness.testlog import ERROR, FAILED, SKIPPED, SUCCESS, XFAIL
 
 FULL, PARTIAL, NO = "FULL", "PARTIAL", "NO"
 RESOLUTION_STATUSES = (FULL, PARTIAL, NO)
@@ -65,21 +69,31 @@ def _find_status(test_id: str, statuses: Mapping[str, str], aliases: Mapping[str
 
 
 def tests_status(fail_to_pass: Sequence[str], pass_to_pass: Sequence[str],
-                 statuses: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
-    """{"FAIL_TO_PASS": {"success": [...], "failure": [...]}, "PASS_TO_PASS": {...}}."""
+                 statuses: Mapping[str, str], xfail_passes: bool = True) -> dict[str, dict[str, list[str]]]:
+    """{"FAIL_TO_PASS": {"success": [...], "failure": [...]}, "PASS_TO_PASS": {...}}; an XFAIL
+    FAIL_TO_PASS test fails unless `xfail_passes` (the official rule)."""
     out: dict[str, dict[str, list[str]]] = {}
     aliases = path_aliases(statuses)
-    for name, tests, kept in (("FAIL_TO_PASS", fail_to_pass, SUCCESS),
+    f2p_kept = SUCCESS if xfail_passes else SUCCESS - {XFAIL}
+    for name, tests, kept in (("FAIL_TO_PASS", fail_to_pass, f2p_kept),
                               ("PASS_TO_PASS", pass_to_pass, SUCCESS | {SKIPPED})):
         success, failure = [], []
         for test in tests:
             status = _find_status(test, statuses, aliases)
             if status in kept:
                 success.append(test)
-            elif status is None or status in (FAILED, ERROR, SKIPPED):
+            elif status is None or status in (FAILED, ERROR, SKIPPED, XFAIL):
                 failure.append(test)
         out[name] = {"success": success, "failure": failure}
     return out
+
+
+def xfail_outcomes(fail_to_pass: Sequence[str], pass_to_pass: Sequence[str],
+                   statuses: Mapping[str, str]) -> dict[str, list[str]]:
+    """The tests of each list whose outcome is XFAIL."""
+    aliases = path_aliases(statuses)
+    return {name: [t for t in tests if _find_status(t, statuses, aliases) == XFAIL]
+            for name, tests in (("FAIL_TO_PASS", fail_to_pass), ("PASS_TO_PASS", pass_to_pass))}
 
 
 def _rate(part: Mapping[str, list[str]]) -> float:

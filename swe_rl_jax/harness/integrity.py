@@ -1,61 +1,92 @@
-"""The test infrastructure a patch may not change: the files the harness resets to the base commit
-after the model patch, so that an edit to them cannot turn failing tests into passing ones.
+"""What a model patch may change: an allowlist. Everything else it touches is reset to the base
+commit after the model patch (restored, or removed when the base commit does not have it), so it
+can neither turn failing tests into passing ones nor run code before the tests.
 
-SWE-bench resets the files of the test patch before applying it; the harness resets those and,
-among the files the model patch touches:
-- pytest's test modules and plugins by name: `test_*.py`, `*_test.py`, `conftest.py`;
-- anything under a directory named `tests` (the conventional test tree: helpers, fixtures, data);
-- the files of the instance's test ids;
-- what configures pytest or every interpreter start: `pytest.ini`, `.pytest.ini`,
-  `sitecustomize.py`, `usercustomize.py`; and `setup.cfg`, `tox.ini`, `pyproject.toml` when the
-  patch changes their pytest section (`[pytest]`, `[tool:pytest]`, `[tool.pytest.ini_options]`,
-  `[tool.pytest]`): their other sections (metadata, dependencies, other tools) stay as patched.
-
-A reset file is restored from the base commit, or removed when the base commit does not have it.
+A model patch may change or create the repository's source files (modules of its packages, new
+modules inside them), documentation and data. It may not change (docs/HARNESS.md, "Threat model"):
+- test infrastructure: the test patch's files and the test ids' files (as SWE-bench resets them),
+  pytest's test modules and plugins by name (`test_*.py`, `*_test.py`, `conftest.py`), anything
+  under a directory named `tests` or under a top-level `testing/` (pytest's own layout; a
+  package's `testing` subpackage, such as `sympy/testing/`, is source);
+- what Python, `site` or pytest loads at start-up or discovers as a plugin or configuration, at
+  any depth: `sitecustomize` / `usercustomize` as module, package or extension, `.pth` files,
+  compiled code (`.pyc`, `.pyo`, `__pycache__`, extension modules), package metadata
+  (`*.dist-info`, `*.egg-info`, `*.egg-link`, `entry_points.txt`, `__editable__*`), pytest's and
+  tox's configuration files (`pytest.ini`, `.pytest.ini`, `pytest.toml`, `.pytest.toml`,
+  `tox.ini`, `setup.cfg`, `pyproject.toml`: whole files, since a second parser of their pytest
+  sections could read them otherwise than pytest does);
+- new importable names where the tests import from: a module the base commit does not have, or
+  a module in a directory it does not have, directly in an import root (the work tree, the
+  spec's `pythonpath`) or in the directory of a test file (pytest puts it on `sys.path`). Such a
+  file shadows an installed or standard module (`tomllib.py`, `pytest/__init__.py`).
 """
 from __future__ import annotations
 
-import configparser
 import posixpath
-import tomllib
-from typing import Iterable, Optional
+from typing import Collection, Iterable, Sequence
 
-_PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "sitecustomize.py", "usercustomize.py"})
-_CONFIG_NAMES = frozenset({"setup.cfg", "tox.ini", "pyproject.toml"})
-_INI_SECTIONS = ("pytest", "tool:pytest")
+_START_UP_STEMS = frozenset({"sitecustomize", "usercustomize"})
+_CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+                           "setup.cfg", "pyproject.toml", "entry_points.txt"})
+_LOADED_SUFFIXES = (".pth", ".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib")
+_METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg-link", ".egg")
+_IMPORTABLE_SUFFIXES = (".py", ".pyw", *_LOADED_SUFFIXES)
 
 
 def is_test_infrastructure(path: str) -> bool:
-    """Whether `path` is always reset when a patch touches it (see the module docstring)."""
+    """Whether `path` names a test module, a test directory's file or a pytest plugin by name."""
     parts = path.split("/")
     name = parts[-1]
-    return (name in _PROTECTED_NAMES or "tests" in parts[:-1]
+    return (name == "conftest.py" or "tests" in parts[:-1] or (len(parts) > 1 and parts[0] == "testing")
             or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))))
 
 
-def pytest_section(path: str, text: Optional[str]) -> object:
-    """The pytest configuration in `text` (a `setup.cfg`, `tox.ini` or `pyproject.toml`), comparable
-    with ==; None for no file, the text itself when it does not parse (any change then counts)."""
-    if text is None:
-        return None
-    try:
-        if posixpath.basename(path) == "pyproject.toml":
-            pytest = tomllib.loads(text).get("tool", {}).get("pytest")
-            return pytest if isinstance(pytest, dict) else None
-        parser = configparser.ConfigParser(interpolation=None, strict=False)
-        parser.read_string(text)
-        return {s: dict(parser[s]) for s in _INI_SECTIONS if parser.has_section(s)}
-    except (configparser.Error, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return text
+def is_loaded_at_start_up(path: str) -> bool:
+    """Whether `path` is, or lies inside, something Python, `site` or pytest loads or discovers
+    before any test runs (module docstring)."""
+    parts = path.split("/")
+    return (parts[-1] in _CONFIG_NAMES or parts[-1].endswith(_LOADED_SUFFIXES)
+            or any(p.split(".", 1)[0] in _START_UP_STEMS or p == "__pycache__" or p.startswith("__editable__")
+                   or p.endswith(_METADATA_SUFFIXES) for p in parts))
 
 
-def is_config_file(path: str) -> bool:
-    return posixpath.basename(path) in _CONFIG_NAMES
+def shadows_a_module(path: str, base_paths: Collection[str], import_dirs: Iterable[str]) -> bool:
+    """Whether `path` adds a name the base commit does not have (`base_paths`: its files and
+    directories) directly in one of `import_dirs` ("" = the work tree), with an importable file:
+    a module, or a module of a new package (a new directory of documents imports nothing)."""
+    for directory in import_dirs:
+        prefix = f"{directory}/" if directory else ""
+        if not path.startswith(prefix):
+            continue
+        rest = path[len(prefix):].split("/")
+        entry = prefix + rest[0]
+        if entry not in base_paths and path.endswith(_IMPORTABLE_SUFFIXES):
+            return True
+    return False
 
 
-def paths_to_reset(patched: Iterable[str], test_files: Iterable[str]) -> list[str]:
-    """Of the paths a model patch touched (`patched`), those reset whatever they hold: the test
-    infrastructure and `test_files` (the test patch's files, the test ids' files). Config files
-    are judged apart (`pytest_section`). Each once, in order."""
+def import_dirs(pythonpath: Sequence[str], test_files: Iterable[str]) -> list[str]:
+    """The directories a test run imports from: the work tree, the spec's `pythonpath`, and each
+    test file's directory."""
+    return list(dict.fromkeys(["", *(p.strip("/") for p in pythonpath), *(posixpath.dirname(t) for t in test_files)]))
+
+
+def base_entries(files: Iterable[str]) -> set[str]:
+    """The files of a commit and every directory above them."""
+    out: set[str] = set()
+    for path in files:
+        parts = path.split("/")
+        out.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return out
+
+
+def paths_to_reset(patched: Iterable[str], test_files: Sequence[str], base_paths: Collection[str],
+                   pythonpath: Sequence[str] = ()) -> list[str]:
+    """Of the paths a model patch touched (`patched`), those it may not change (module
+    docstring): `test_files` are the test patch's and the test ids' files, `base_paths` the base
+    commit's files and directories (`base_entries`), `pythonpath` the spec's import roots. Each
+    once, in order."""
     named = set(test_files)
-    return list(dict.fromkeys(p for p in patched if p in named or is_test_infrastructure(p)))
+    dirs = import_dirs(pythonpath, test_files)
+    return list(dict.fromkeys(p for p in patched if p in named or is_test_infrastructure(p)
+                              or is_loaded_at_start_up(p) or shadows_a_module(p, base_paths, dirs)))

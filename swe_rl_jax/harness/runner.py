@@ -8,10 +8,15 @@ reward and `synthesize`.
                     test_patch=test_patch)
     run.statuses   # {"tests/test_x.py::test_y": "PASSED", ...}
 
-The reset (integrity.py) puts back what SWE-bench resets (the test patch's files) and what a
-patch could use to pass failing tests without fixing anything (conftest.py, test modules,
-pytest's configuration): each file the model patch touched among those is restored from the
-commit, or removed when the commit does not have it. `reset_files` lists them.
+The reset (integrity.py) puts back what SWE-bench resets (the test patch's files) and everything
+outside the allowlist of what a model patch may change (test infrastructure, what Python or
+pytest loads at start-up, new modules that shadow installed ones): each file the model patch
+touched among those is restored from the commit, or removed when the commit does not have it.
+`reset_files` lists them.
+
+A pytest run is guarded (pytestguard.py): plugin autoloading off, the environment's plugins
+named with `-p`, and two sentinel tests with random names beside the first test file, one that
+must pass and one that must fail; a run whose sentinels report otherwise is `tampered`.
 
 Install steps (`pre_install` commands, then `install`) run in the sandbox, in the worktree, with
 the test run's limits except time (`install_timeout_s`: building compiled extensions takes
@@ -38,14 +43,14 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from swe_rl_jax.data.patches import PatchError, parse_patch
-from swe_rl_jax.data.sample import run_isolated_git
-from swe_rl_jax.harness.checkout import CheckoutError, checkout
+from swe_rl_jax.harness.checkout import CheckoutError, checkout, git
 from swe_rl_jax.harness.directives import patch_files, test_command
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, make_overlay
-from swe_rl_jax.harness.integrity import is_config_file, paths_to_reset, pytest_section
+from swe_rl_jax.harness.integrity import base_entries, paths_to_reset
 from swe_rl_jax.harness.logformats import parse_log
 from swe_rl_jax.harness.patching import ApplyResult, apply_patch
-from swe_rl_jax.harness.sandbox import Limits, ProcessResult, prepare_sandbox, run_isolated
+from swe_rl_jax.harness.pytestguard import AUTOLOAD_OFF, place_sentinels, plugin_args, runs_pytest
+from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, isolation_mode, prepare_sandbox, run_isolated
 from swe_rl_jax.harness.specs import RepoSpec
 from swe_rl_jax.harness.testlog import FAILURE
 from swe_rl_jax.paths import unsafe_path_reason
@@ -65,7 +70,7 @@ class TestRun:
     statuses: dict[str, str]  # test id -> status, for every test the log names
     applied: tuple[ApplyResult, ...]  # one per patch tried, model patch first (a failed one is the last)
     # "" | "checkout_failed" | "patch_failed" (the model patch) | "test_patch_failed" | "install_failed"
-    # | "timeout" | "no_test_results"
+    # | "timeout" | "no_test_results" | "tampered"
     error: str = ""
     message: str = ""
     seconds: float = 0.0
@@ -83,7 +88,7 @@ def _test_env(envs: Sequence[Environment], spec: RepoSpec, sandbox: Path, worktr
         "PATH": ":".join([*(str(e.bin_dir) for e in envs), _BASE_PATH]), "VIRTUAL_ENV": str(envs[0].path),
         "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"),
         "PYTHONPATH": ":".join(roots), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "COLUMNS": "80", **dict(spec.env),
+        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "COLUMNS": "80", **dict(spec.env), **AUTOLOAD_OFF,
     }
 
 
@@ -94,34 +99,24 @@ def _patched_paths(patch: str) -> list[str]:
         return []
 
 
-def reset_test_infrastructure(worktree: Path, commit: str, model_patch: str, test_files: Sequence[str]) -> list[str]:
-    """Puts the files of `model_patch` that are test infrastructure (integrity.py; `test_files`:
-    the test patch's and the test ids' files) back to `commit`; returns them."""
+def reset_test_infrastructure(worktree: Path, commit: str, model_patch: str, test_files: Sequence[str],
+                              pythonpath: Sequence[str] = ()) -> list[str]:
+    """Puts the files of `model_patch` outside the allowlist (integrity.py; `test_files`: the
+    test patch's and the test ids' files; `pythonpath`: the spec's import roots) back to
+    `commit`; returns them."""
     patched = _patched_paths(model_patch)
-    reset = paths_to_reset(patched, test_files)
-    for path in (p for p in patched if is_config_file(p) and p not in reset):
-        base = _show(worktree, commit, path)
-        now = (worktree / path).read_text(encoding="utf-8", errors="replace") if (worktree / path).is_file() else None
-        if pytest_section(path, base) != pytest_section(path, now):
-            reset.append(path)
-    at_commit = set(run_isolated_git(worktree, "ls-tree", "-r", "-z", "--name-only", commit, "--", *reset).split("\0")
-                    if reset else [])
+    at_commit = [p for p in git(worktree, "ls-tree", "-r", "-z", "--name-only", commit).split("\0") if p]
+    reset = paths_to_reset(patched, test_files, base_entries(at_commit), pythonpath)
+    tracked = set(at_commit)
     for path in reset:
         target = worktree / path
         if target.is_symlink() or target.is_file():
             target.unlink()
-        if path in at_commit:
-            run_isolated_git(worktree, "checkout", commit, "--", path)
+        if path in tracked:
+            git(worktree, "checkout", commit, "--", path)
     if reset:
-        run_isolated_git(worktree, "reset", "-q")  # the checkout staged them; the index is the commit's again
+        git(worktree, "reset", "-q")  # the checkout staged them; the index is the commit's again
     return reset
-
-
-def _show(worktree: Path, commit: str, path: str) -> Optional[str]:
-    try:
-        return run_isolated_git(worktree, "show", f"{commit}:{path}")
-    except RuntimeError:
-        return None
 
 
 def _install(spec: RepoSpec, env: Environment, sandbox: Path, worktree: Path, limits: Limits,
@@ -153,13 +148,14 @@ def _in_sandbox(cmd: list[str], envs: Sequence[Environment], spec: RepoSpec, san
 
 def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[str], env: Environment,
               spec: RepoSpec = RepoSpec(), *, test_patch: str = "", limits: Limits = Limits(),
-              install_timeout_s: float = EnvironmentOptions.build_timeout_s, isolation: str = "none",
+              install_timeout_s: float = EnvironmentOptions.build_timeout_s, isolation: Isolation = "auto",
               work_dir: Optional[Path] = None, keep: bool = False) -> TestRun:
-    """Checks out `commit` of `repo_dir`, applies `model_patch` ("" = none), resets the test
-    infrastructure it touched, applies `test_patch` ("" = none), runs the install steps and the
-    spec's test command with its directives (directives.py: the test patch's files, else the
-    files of `test_ids`) under `limits` and `isolation` (`sandbox.isolation_mode` picks one), and
-    returns the statuses."""
+    """Checks out `commit` of `repo_dir`, applies `model_patch` ("" = none), resets what of it
+    the allowlist does not allow, applies `test_patch` ("" = none), runs the install steps and
+    the spec's test command with its directives (directives.py: the test patch's files, else the
+    files of `test_ids`) under `limits` and `isolation` ("auto": the strongest this machine
+    allows, `sandbox.isolation_mode`), and returns the statuses."""
+    isolation = isolation_mode(isolation)  # type: ignore[assignment]
     if work_dir is not None:
         Path(work_dir).mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="run-", dir=work_dir))
@@ -179,7 +175,7 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
                 return TestRun({}, tuple(applied), "patch_failed", applied[-1].message)
             test_files = (patch_files(test_patch) if test_patch.strip() else []) + [t.split("::", 1)[0]
                                                                                      for t in test_ids]
-            reset = reset_test_infrastructure(worktree, commit, model_patch, test_files)
+            reset = reset_test_infrastructure(worktree, commit, model_patch, test_files, spec.pythonpath)
         if test_patch.strip():
             applied.append(apply_patch(worktree, test_patch, scratch / "test.diff"))
             if not applied[-1].applied:
@@ -194,8 +190,13 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
                            reset_files=tuple(reset))
         command = test_command(spec.test_cmd, spec.directives, test_patch, test_ids,
                                lambda path: unsafe_path_reason(path, worktree) is None and (worktree / path).is_file())
+        sentinels = place_sentinels(worktree, command) if runs_pytest(command) else None
+        if runs_pytest(command):
+            command += [*plugin_args(env.site_packages()), *([sentinels.path] if sentinels else [])]
         result = _in_sandbox(command, envs, spec, sandbox, worktree, limits, isolation)
-        statuses = parse_log(spec.log_format, result.output)
+        logged = parse_log(spec.log_format, result.output)
+        statuses = sentinels.strip(logged) if sentinels else logged
+        tampering = sentinels.tampering(logged, result.returncode) if sentinels else None
         error, message = "", ""
         if result.timed_out:
             error, message = "timeout", f"the tests ran past {limits.timeout_s} s and were killed"
@@ -203,7 +204,9 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
             error = "no_test_results"
             message = (f"exit status {result.returncode}, no test statuses in the {spec.log_format} log; "
                        f"output ends: {result.output[-300:]}")
-        elif result.returncode != 0 and not FAILURE & set(statuses.values()):
+        elif tampering is not None:
+            error, message = "tampered", tampering
+        elif result.returncode != 0 and not FAILURE & set(logged.values()):
             error = "no_test_results"
             message = (f"exit status {result.returncode}, yet the log names no failing test: it does not "
                        f"describe the run; output ends: {result.output[-300:]}")

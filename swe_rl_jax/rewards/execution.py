@@ -6,7 +6,12 @@
   SWE-RL's penalty, used for both formats so one reward has one scale); else 1.0 when every
   FAIL_TO_PASS and PASS_TO_PASS test of the
   instance passes with the edits and the instance's test patch applied, 0.0 otherwise (a test run
-  that times out scores 0.0: the edits made the tests hang).
+  that times out scores 0.0: the edits made the tests hang; so does a run whose results the code
+  under test changed, `error: tampered`, harness/pytestguard.py). An XFAIL FAIL_TO_PASS test is a
+  failure here (one `pytest.xfail()` in library code would otherwise pay as a fix);
+  `execution.xfail_passes: true` restores the official rule. An edit of a path that cannot be
+  written to a checkout (`..`, `.git`, a component over 255 bytes, ...; paths.py) is −1 with
+  kind `invalid_path`, like any other malformed answer.
 - `tests_pass_similarity`: −1 for a format error; else w · tests_pass + (1 − w) · the SWE-RL
   similarity reward, w = `execution.tests_weight` (0.5).
 
@@ -15,9 +20,10 @@ Metadata: `code_context`, `instance_id` and `subtask` (an edit record; scoring.r
 instances, repositories, specs and environments are, and the test limits). The edited files
 become a `git diff` (rewards.diffs.git_diff, a canonical text for equal resulting files), which
 the harness applies at the instance's base commit before its test patch, graded by the official
-rules (harness/grading.py: resolved = FULL). The harness resets the test infrastructure a response
-edits (test files, conftest.py, pytest's configuration; harness/integrity.py) before the tests
-run, so such edits cannot turn failing tests into passing ones.
+rules (harness/grading.py: resolved = FULL). The harness resets what a response may not edit (test
+files, conftest.py, pytest's configuration, start-up files, package metadata, modules that shadow
+installed ones; harness/integrity.py) before the tests run, so such edits cannot turn failing
+tests into passing ones.
 
 Results are cached on disk by (instance, base commit, test patch, test ids, the spec,
 environment, patch) in `execution.result_cache` (default `<env cache>/results`), one JSON file
@@ -40,6 +46,7 @@ from swe_rl_jax.config import from_dict, require
 from swe_rl_jax.data.sources import Instance, RepoLocator, load_instances
 from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import EnvironmentOptions, ensure_environment
+from swe_rl_jax.harness.evaluation import index_instances
 from swe_rl_jax.harness.grading import FULL, resolution_status, tests_status
 from swe_rl_jax.harness.runner import run_tests
 from swe_rl_jax.harness.sandbox import Limits, isolation_mode
@@ -68,6 +75,7 @@ class ExecutionConfig:
     work_dir: str = ""  # where worktrees are made ("" = the system's temporary directory)
     result_cache: str = ""  # "" = <env cache>/results
     tests_weight: float = 0.5  # tests_pass_similarity: weight of the test result
+    xfail_passes: bool = False  # True: an XFAIL FAIL_TO_PASS test passes (the official rule)
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "timeout_s", "must be > 0")
@@ -83,7 +91,7 @@ class ExecutionConfig:
 
 @functools.lru_cache(maxsize=8)
 def _instances(path: str) -> dict[str, Instance]:
-    return {inst.instance_id: inst for inst in load_instances(path)}
+    return index_instances(load_instances(path))
 
 
 @functools.lru_cache(maxsize=8)
@@ -133,7 +141,8 @@ def tests_result(config: ExecutionConfig, instance_id: str, patch: str) -> dict[
     if not tests:
         raise ValueError(f"{instance_id} has no FAIL_TO_PASS or PASS_TO_PASS tests")
     path = _cache_path(config, [instance_id, instance.base_commit, instance.test_patch, list(tests),
-                                spec_to_dict(spec), env.key, config.timeout_s, config.memory_mb, patch])
+                                spec_to_dict(spec), env.key, config.timeout_s, config.memory_mb, config.xfail_passes,
+                                patch])
     if path.is_file():
         return json.loads(path.read_text())
     run = run_tests(repo_dir, instance.base_commit, patch, tests, env, spec, test_patch=instance.test_patch,
@@ -141,10 +150,11 @@ def tests_result(config: ExecutionConfig, instance_id: str, patch: str) -> dict[
                     work_dir=Path(config.work_dir) if config.work_dir else None)
     if run.error == "checkout_failed":
         raise RuntimeError(f"{instance_id}: {run.message}")
-    status = tests_status(instance.fail_to_pass, instance.pass_to_pass, run.statuses)
+    status = tests_status(instance.fail_to_pass, instance.pass_to_pass, run.statuses, config.xfail_passes)
     passed = len(status["FAIL_TO_PASS"]["success"]) + len(status["PASS_TO_PASS"]["success"])
+    error = run.applied[-1].error if run.error == "patch_failed" else run.error  # the apply error's own kind
     result = {"resolved": not run.error and resolution_status(status) == FULL, "passed": passed,
-              "total": len(tests), "error": run.error or None, "reset_files": list(run.reset_files)}
+              "total": len(tests), "error": error or None, "reset_files": list(run.reset_files)}
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
         json.dump(result, f)
@@ -163,6 +173,8 @@ def compute_execution(meta: Mapping[str, Any], response: str, with_similarity: b
     new_contents, parse_info = pred
     config = from_dict(ExecutionConfig, meta["execution"], "execution")
     result = tests_result(config, meta["instance_id"], edit_patch(context, new_contents))
+    if result["error"] == "invalid_path":
+        return SWE_RL_MIN_SCORE, {**result, **parse_info, "kind": "invalid_path"}
     score = float(result["resolved"])
     info = {"kind": "ok", **result, **parse_info}
     if with_similarity:

@@ -60,7 +60,7 @@ from swe_rl_jax.synth.mutations import OPERATORS, Candidate, enumerate_mutations
 from swe_rl_jax.synth.repos import build_buggy_commits, clone, commit_date
 
 REJECT_REASONS = ("syntax_error", "no_change", "duplicate", "no_test_fails", "collection_error", "timeout",
-                  "no_test_results", "patch_failed", "checkout_failed", "verify_failed")
+                  "no_test_results", "tampered", "patch_failed", "checkout_failed", "verify_failed")
 PROGRESS_EVERY = 50  # candidates between progress lines
 
 
