@@ -2,6 +2,7 @@
 
     python -m swe_rl_jax.cli build-data --instances FILE --repos DIR --out DIR [--field patch=golden_patch]
     python -m swe_rl_jax.cli build-data --git-repo PATH [--repo-name owner/name] --out DIR
+    python -m swe_rl_jax.cli build-data --instances FILE --repos DIR --workers 8 --out DIR   # 8 processes
     python -m swe_rl_jax.cli build-data --sample --out DIR      # the shipped sample (data/sample/)
     python -m swe_rl_jax.cli build-data --sample --synthesized --out DIR   # plus its synthesized tasks
     python -m swe_rl_jax.cli build-data --sample --synthesized --issue-style tests --held-out-repo tidewater/ledgerly --out DIR
@@ -101,6 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--max-files", type=int, metavar="N", help=f"non-test files changed ({dm.max_files})")
     m.add_argument("--max-changed-lines", type=int, metavar="N",
                    help=f"added + removed non-test lines ({dm.max_changed_lines})")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="build in N processes; the output is the same for any N (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="log every skipped instance")
     return p
@@ -140,6 +143,9 @@ def main(argv: list[str]) -> int:
     if args.renamed_copies < 0:
         print(f"error: --renamed-copies must be >= 0, got {args.renamed_copies}", file=sys.stderr)
         return 2
+    if args.workers < 1:
+        print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
     if args.repo_name and len(args.git_repo) != 1:
         print("error: --repo-name needs exactly one --git-repo", file=sys.stderr)
         return 2
@@ -149,12 +155,12 @@ def main(argv: list[str]) -> int:
         progress = not args.no_progress
         if args.sample:
             summary = build_sample(args.out, options, mining, progress, args.synthesized, args.sample_repos or "",
-                                   args.issue_style or "", args.synth_instances or "")
+                                   args.issue_style or "", args.synth_instances or "", args.workers)
         else:
             sources = BuildSources(tuple(args.instances), args.repos or "",
                                    tuple((p, args.repo_name or Path(p).resolve().name) for p in args.git_repo),
                                    tuple(args.field))
-            summary = build_from_sources(sources, options, mining, args.out, progress)
+            summary = build_from_sources(sources, options, mining, args.out, progress, args.workers)
     except (InputError, ConfigError, GitError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
