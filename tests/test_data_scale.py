@@ -12,7 +12,7 @@ import pytest
 
 from swe_rl_jax.commands import build_data
 from swe_rl_jax.data import sources
-from swe_rl_jax.data.build import BuildSources, build_from_sources, build_sample
+from swe_rl_jax.data.build import BuildSources, Engine, build_from_sources, build_sample
 from swe_rl_jax.data.builder import build_dataset
 from swe_rl_jax.data.options import BuildOptions, MiningOptions
 from swe_rl_jax.data.sample import SAMPLE_DIR, commit_all, init_repo, take_patch, write_files
@@ -105,7 +105,7 @@ def test_workers_write_the_single_process_records(tmp_path, options):
     files, byte for byte."""
     repos = tmp_path / "repos"
     one = build_sample(tmp_path / "one", options, repos_dir=repos)
-    two = build_sample(tmp_path / "two", options, repos_dir=repos, workers=2)
+    two = build_sample(tmp_path / "two", options, repos_dir=repos, engine=Engine(workers=2))
     assert one == two and sum(one["tasks_written"]["train"].values()) > 20
     assert _files(tmp_path / "one") == _files(tmp_path / "two")
 
@@ -122,7 +122,7 @@ def test_workers_on_a_mined_real_repository(tmp_path):
     mining = MiningOptions(max_commits=30)
     opts = BuildOptions(subtasks=("file_localization", "function_localization"), tree_outline=True)
     one = build_from_sources(sources_, opts, mining, tmp_path / "one")
-    two = build_from_sources(sources_, opts, mining, tmp_path / "two", workers=2)
+    two = build_from_sources(sources_, opts, mining, tmp_path / "two", engine=Engine(workers=2))
     assert one == two and one["instances_read"] > 0
     assert _files(tmp_path / "one") == _files(tmp_path / "two")
 
@@ -131,3 +131,28 @@ def test_cli_workers_must_be_positive(tmp_path, capsys):
     assert build_data.main(["--sample", "--workers", "0", "--out", str(tmp_path / "o"), "--no-progress"]) == 2
     assert "--workers must be >= 1, got 0" in capsys.readouterr().err
 
+
+
+def test_beam_direct_runner_writes_the_single_process_records(tmp_path):
+    """`build-data --beam` on the DirectRunner with 2 processes: the single-process files, byte for byte."""
+    repos = tmp_path / "repos"
+    one = build_sample(tmp_path / "one", OUTLINE, repos_dir=repos)
+    beam = build_sample(tmp_path / "beam", OUTLINE, repos_dir=repos, engine=Engine(workers=2, beam=True))
+    assert one == beam and sum(one["tasks_written"]["validation"].values()) > 0
+    assert _files(tmp_path / "one") == _files(tmp_path / "beam")
+
+
+def test_beam_on_a_mined_real_repository(tmp_path):
+    sources_ = _mined_project(tmp_path)
+    mining = MiningOptions(max_commits=30)
+    one = build_from_sources(sources_, BuildOptions(), mining, tmp_path / "one")
+    beam = build_from_sources(sources_, BuildOptions(), mining, tmp_path / "beam",
+                              engine=Engine(beam=True, beam_options="--runner=DirectRunner"))
+    assert one == beam and one["instances_read"] > 0
+    assert _files(tmp_path / "one") == _files(tmp_path / "beam")
+
+
+def test_cli_beam_options_need_beam(tmp_path, capsys):
+    assert build_data.main(["--sample", "--beam-options=--runner=DirectRunner", "--out", str(tmp_path / "o"),
+                            "--no-progress"]) == 2
+    assert "--beam-options goes with --beam" in capsys.readouterr().err

@@ -74,18 +74,31 @@ def prepare_sources(sources: BuildSources, options: BuildOptions,
     return instance_stream(sources, mined), RepoLocator(repos_dir, explicit), repos | {i.repo for i in mined}, extra
 
 
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    """How the build runs: `workers` processes, or with `beam` a Beam pipeline (`beam_build.py`)
+    with `beam_options` (empty: the DirectRunner with `workers` processes). Same records either way."""
+
+    workers: int = 1
+    beam: bool = False
+    beam_options: str = ""
+
+
 def build_from_sources(sources: BuildSources, options: BuildOptions, mining: MiningOptions, out_dir: str | Path,
-                       progress: bool = False, workers: int = 1) -> dict[str, Any]:
-    """Reads and mines every source, builds the records into `out_dir` with `workers` processes;
-    returns the summary."""
+                       progress: bool = False, engine: Engine = Engine()) -> dict[str, Any]:
+    """Reads and mines every source, builds the records into `out_dir`; returns the summary."""
     stream, locator, repos, extra = prepare_sources(sources, options, mining)
+    if engine.beam:
+        from swe_rl_jax.data.beam_build import build_with_beam
+
+        return build_with_beam(stream, locator, options, out_dir, repos, engine.beam_options, engine.workers, extra)
     return build_dataset(stream, locator, options, out_dir, progress=progress, extra_summary=extra,
-                         workers=workers, repos=repos)
+                         workers=engine.workers, repos=repos)
 
 
 def build_sample(out_dir: str | Path, options: BuildOptions = BuildOptions(), mining: MiningOptions = MiningOptions(),
                  progress: bool = False, synthesized: bool = False, repos_dir: str | Path = "",
-                 issue_style: str = "", synth_instances: str | Path = "", workers: int = 1) -> dict[str, Any]:
+                 issue_style: str = "", synth_instances: str | Path = "", engine: Engine = Engine()) -> dict[str, Any]:
     """The shipped sample: its instances plus the histories its manifest marks for mining, and with
     `synthesized` the tasks synthesized from its repositories (`synth/sample.py`: the shipped ones,
     or those of `synth_instances`, another `synthesize --sample` output), their issue texts rendered
@@ -108,4 +121,4 @@ def build_sample(out_dir: str | Path, options: BuildOptions = BuildOptions(), mi
             instances=tuple(instances), repos=str(repos),
             git_repos=tuple((str(made[spec["repo"]]), spec["repo"]) for spec in load_manifest()["repos"]
                             if spec.get("mine")))
-        return build_from_sources(sources, options, mining, out_dir, progress, workers)
+        return build_from_sources(sources, options, mining, out_dir, progress, engine)

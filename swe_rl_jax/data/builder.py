@@ -130,6 +130,25 @@ class BuildStats:
         self.events.update(other.events)
         self.missing_repos |= other.missing_repos
 
+    def counts(self) -> dict[str, Any]:
+        """What `add` adds, as JSON data (a part built by a Beam worker travels as a line of text)."""
+        return {"instances_with_tasks": self.instances_with_tasks, "instance_skips": dict(self.instance_skips),
+                "task_skips": {s: dict(c) for s, c in self.task_skips.items()}, "written": self.written,
+                "events": dict(self.events), "missing_repos": sorted(self.missing_repos)}
+
+    @classmethod
+    def from_counts(cls, subtasks: tuple[str, ...], counts: dict[str, Any]) -> BuildStats:
+        stats = cls(subtasks)
+        stats.instances_with_tasks = counts["instances_with_tasks"]
+        stats.instance_skips.update(counts["instance_skips"])
+        for s in subtasks:
+            stats.task_skips[s].update(counts["task_skips"][s])
+            for split in SPLITS:
+                stats.written[split][s] = counts["written"][split][s]
+        stats.events.update(counts["events"])
+        stats.missing_repos = set(counts["missing_repos"])
+        return stats
+
     def summary(self) -> dict[str, Any]:
         repos: dict[str, list[str]] = {s: [] for s in SPLITS}
         for repo, split in sorted(self.splits.items()):
@@ -335,21 +354,30 @@ def build_dataset(
     """Builds every requested subtask of every instance into `out_dir/<split>/<subtask>.jsonl`
     (all of them, empty ones included) and `out_dir/summary.json`; returns the summary. The
     files are the same for any number of `workers` (see `iter_tasks`)."""
-    out_dir = Path(out_dir)
     stats = BuildStats(options.subtasks)
+    write_record_files(out_dir, options.subtasks,
+                       ((split, r.subtask, r.to_json()) for split, r in
+                        iter_tasks(instances, locator, options, stats, progress, workers, repos)))
+    return write_summary(out_dir, stats, options, extra_summary)
+
+
+def write_record_files(out_dir: str | Path, subtasks: Sequence[str], lines: Iterable[tuple[str, str, str]]) -> None:
+    """Writes each (split, subtask, record JSON) to `out_dir/<split>/<subtask>.jsonl`, in the
+    order given; every (split, subtask) file exists afterwards, empty ones included."""
+    out_dir = Path(out_dir)
     outputs = {}
     complete = False
     try:
         for split in SPLITS:
-            for subtask in options.subtasks:
+            for subtask in subtasks:
                 path = records_file(out_dir, split, subtask)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # Written under a temporary name so an interrupted build leaves no complete-looking
                 # file; removed again when the build fails (any exception, Ctrl-C included).
                 tmp = path.with_suffix(".jsonl.tmp")
                 outputs[split, subtask] = (path, tmp, tmp.open("w", encoding="utf-8", newline="\n"))
-        for split, record in iter_tasks(instances, locator, options, stats, progress, workers, repos):
-            outputs[split, record.subtask][2].write(record.to_json() + "\n")
+        for split, subtask, line in lines:
+            outputs[split, subtask][2].write(line + "\n")
         complete = True
     finally:
         for path, tmp, f in outputs.values():
@@ -358,8 +386,13 @@ def build_dataset(
                 tmp.replace(path)
             else:
                 tmp.unlink(missing_ok=True)
+
+
+def write_summary(out_dir: str | Path, stats: BuildStats, options: BuildOptions,
+                  extra_summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Writes `out_dir/summary.json` (counts, options, `extra_summary`) and returns it."""
     summary = {**stats.summary(), "options": to_dict(options), **(extra_summary or {})}
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    Path(out_dir, "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return summary
 
 
