@@ -81,15 +81,15 @@ class PreparedInstance:
 
     def outline_notes(self) -> dict[str, str]:
         """`skeleton.outline_note` of every source file that defines something: computed once per
-        commit (every instance at the commit shares it), its files read in one batch."""
+        commit (every instance at the commit shares it), and each file's note once per version of
+        the file (`GitRepo.per_file`)."""
+        def note(path: str, text: str | None) -> str:
+            tree = parse_base_file(path, text)
+            return outline_note(outline(tree)) if tree is not None else ""
+
         def compute() -> dict[str, str]:
-            texts = self.snapshot.read_text(self.source_files, keep=False)
-            notes = {}
-            for path in self.source_files:
-                tree = parse_base_file(path, texts.get(path))
-                if tree is not None and (items := outline(tree)):
-                    notes[path] = outline_note(items)
-            return notes
+            notes = self.snapshot.repo.per_file("outline_note", self.snapshot, self.source_files, note)
+            return {p: n for p, n in notes.items() if n}
 
         return self.snapshot.memo(("outline_notes", self.source_filter), compute)
 

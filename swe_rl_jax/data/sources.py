@@ -43,6 +43,9 @@ _GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRE
                   "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES")
 _TREE_CACHE_SIZE = 4  # file listings kept per repository
 _SNAPSHOT_CACHE_SIZE = 2  # snapshots (with their file contents) kept per repository
+# What is derived from one file version (its outline note, its BM25 terms) is kept for this many
+# (path, blob) pairs per repository: consecutive commits share nearly every file.
+_FILE_MEMO_SIZE = 20_000
 
 
 class InputError(ValueError):
@@ -394,6 +397,7 @@ class GitRepo:
         run_git(self.path, "rev-parse", "--git-dir")  # fails fast on a directory that is not a repo
         self._trees: collections.OrderedDict[str, tuple[dict[str, str], frozenset[str]]] = collections.OrderedDict()
         self._snapshots: collections.OrderedDict[str, Snapshot] = collections.OrderedDict()
+        self._file_memo: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
         self._blobs = _BlobReader(self.path)
         weakref.finalize(self, self._blobs.close)  # the git process ends with its repository
 
@@ -402,6 +406,26 @@ class GitRepo:
         self._blobs.close()
         self._trees.clear()
         self._snapshots.clear()
+        self._file_memo.clear()
+
+    def per_file(self, kind: str, snapshot: Snapshot, paths: list[str],
+                 compute: Callable[[str, str | None], Any]) -> dict[str, Any]:
+        """path → `compute(path, text)` for `paths` of `snapshot`, each computed once per file
+        version (path and blob) while among the last `_FILE_MEMO_SIZE` used; the files not yet
+        seen are read in one batch."""
+        keys = {p: (kind, p, snapshot.files[p]) for p in paths}
+        texts = snapshot.read_text([p for p in paths if keys[p] not in self._file_memo], keep=False)
+        out = {}
+        for path in paths:
+            key = keys[path]
+            if key in self._file_memo:
+                self._file_memo.move_to_end(key)
+                out[path] = self._file_memo[key]
+            else:
+                out[path] = self._file_memo[key] = compute(path, texts.get(path))
+                if len(self._file_memo) > _FILE_MEMO_SIZE:
+                    self._file_memo.popitem(last=False)
+        return out
 
     def snapshot(self, commit: str) -> Snapshot:
         """The snapshot of `commit` (a full commit id), shared by every instance at that commit

@@ -16,7 +16,7 @@ from swe_rl_jax.data.patches import split_lines
 from swe_rl_jax.data.prepared import PreparedInstance
 from swe_rl_jax.data.pysource import PYTHON_SUFFIXES
 from swe_rl_jax.data.records import TaskRecord
-from swe_rl_jax.data.retrieval import FileRanking
+from swe_rl_jax.data.retrieval import FileRanking, file_terms
 from swe_rl_jax.data.skeleton import budgeted_tree, file_skeleton
 from swe_rl_jax.data.windows import relevant_ranges, render_ranges, shown_lines
 
@@ -98,10 +98,11 @@ def _related_usable(prep: PreparedInstance, modified: list[str], k: int,
 
 
 def _file_ranking(prep: PreparedInstance) -> FileRanking:
-    """The BM25 index of the commit's source files, built once per commit (`bm25_ranking`'s)."""
+    """The BM25 index of the commit's source files (`bm25_ranking`'s), built once per commit from
+    each file's terms, computed once per version of the file (`GitRepo.per_file`)."""
     def compute() -> FileRanking:
         paths = sorted(prep.source_files)
-        return FileRanking(paths, prep.snapshot.read_text(paths, keep=False))
+        return FileRanking(paths, terms=prep.snapshot.repo.per_file("bm25_terms", prep.snapshot, paths, file_terms))
 
     return prep.snapshot.memo(("file_ranking", prep.source_filter), compute)
 
