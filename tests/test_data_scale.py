@@ -155,4 +155,29 @@ def test_beam_on_a_mined_real_repository(tmp_path):
 def test_cli_beam_options_need_beam(tmp_path, capsys):
     assert build_data.main(["--sample", "--beam-options=--runner=DirectRunner", "--out", str(tmp_path / "o"),
                             "--no-progress"]) == 2
-    assert "--beam-options goes with --beam" in capsys.readouterr().err
+    assert "--beam-options and --tfds-data-dir go with --beam" in capsys.readouterr().err
+
+
+def test_beam_through_the_tfds_builder_gives_the_records(tmp_path):
+    """`build-data --beam --tfds-data-dir`: the TFDS builder's Beam transform on the DirectRunner
+    stores exactly the single-process records of each split (TFDS orders examples by key hash:
+    compared by task id)."""
+    pytest.importorskip("tensorflow_datasets")
+    import tensorflow_datasets as tfds
+
+    from swe_rl_jax.data.tfds_build import SweBuild
+    from swe_rl_jax.data.tfds_builder import example_to_record
+
+    repos = tmp_path / "repos"
+    opts = BuildOptions(subtasks=("file_localization",))
+    build_sample(tmp_path / "one", opts, repos_dir=repos)
+    summary = build_sample(tmp_path / "tf", opts, repos_dir=repos,
+                           engine=Engine(beam=True, tfds_data_dir=str(tmp_path / "data")))
+    builder = SweBuild(config="rl_file_localization", data_dir=str(tmp_path / "data"))
+    for split in ("train", "validation"):
+        expected = sorted((json.loads(line) for line in
+                           (tmp_path / "one" / split / "file_localization.jsonl").read_text().splitlines()),
+                          key=lambda r: r["task_id"])
+        stored = sorted((example_to_record(e) for e in tfds.as_numpy(builder.as_dataset(split=split))),
+                        key=lambda r: r["task_id"])
+        assert stored == expected and summary["tfds"]["examples"]["file_localization"][split] == len(expected) > 0

@@ -110,6 +110,9 @@ def _parser() -> argparse.ArgumentParser:
                         "processes unless --beam-options names another runner; docs/DATA.md)")
     p.add_argument("--beam-options", default="", metavar="'OPTIONS'",
                    help="Beam pipeline options, written with '=': --beam-options='--runner=FlinkRunner --flink_master=HOST:8081' (with --beam)")
+    p.add_argument("--tfds-data-dir", metavar="DIR",
+                   help="with --beam: write the records as the sharded TFDS dataset swe_build/rl_<subtask> in DIR "
+                        "(what the seqio tasks read) instead of JSONL; OUT keeps the pipeline's work directory")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="log every skipped instance")
     return p
@@ -149,8 +152,8 @@ def main(argv: list[str]) -> int:
     if args.renamed_copies < 0:
         print(f"error: --renamed-copies must be >= 0, got {args.renamed_copies}", file=sys.stderr)
         return 2
-    if args.beam_options and not args.beam:
-        print("error: --beam-options goes with --beam", file=sys.stderr)
+    if (args.beam_options or args.tfds_data_dir) and not args.beam:
+        print("error: --beam-options and --tfds-data-dir go with --beam", file=sys.stderr)
         return 2
     if args.workers < 1:
         print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
@@ -162,7 +165,7 @@ def main(argv: list[str]) -> int:
         options = from_dict(BuildOptions, _given(args, _BUILD_FLAGS))
         mining = from_dict(MiningOptions, _given(args, _MINING_FLAGS))
         progress = not args.no_progress
-        engine = Engine(args.workers, args.beam, args.beam_options)
+        engine = Engine(args.workers, args.beam, args.beam_options, args.tfds_data_dir or "")
         if args.sample:
             summary = build_sample(args.out, options, mining, progress, args.synthesized, args.sample_repos or "",
                                    args.issue_style or "", args.synth_instances or "", engine)
@@ -174,6 +177,11 @@ def main(argv: list[str]) -> int:
     except (InputError, ConfigError, GitError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if "tfds" in summary:
+        for subtask, splits in summary["tfds"]["examples"].items():
+            print(f"{subtask}: " + ", ".join(f"{split} {n}" for split, n in splits.items()))
+        print(f"wrote swe_build/rl_<subtask> in {summary['tfds']['data_dir']}")
+        return 0
     print(format_summary(summary))
     if args.renamed_copies:
         added = add_renamed_copies(args.out, args.renamed_copies)

@@ -29,6 +29,7 @@ from typing import Any, Iterator
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from swe_rl_jax.config import from_dict, to_dict
 from swe_rl_jax.data.builder import (
     BuildJob, BuildStats, ChunkBuilder, InstanceSource, assign_splits, iter_chunks, write_record_files, write_summary,
 )
@@ -36,6 +37,7 @@ from swe_rl_jax.data.options import BuildOptions
 from swe_rl_jax.data.sources import Instance, RepoLocator
 
 WORK_DIR = "beam_work"  # under the output directory; removed after the merge
+CHUNKS_FILE, JOB_FILE = "chunks.jsonl", "job.json"  # what a work directory holds
 _KEY_WIDTH = 12  # zero-padded chunk number and position: shard lines sort as text
 
 
@@ -48,13 +50,36 @@ def instance_from_json(data: dict[str, Any]) -> Instance:
     return Instance(**{k: tuple(v) if k in tuples else v for k, v in data.items()})
 
 
-def write_work_file(instances: InstanceSource, path: Path, stats: BuildStats) -> int:
-    """Writes the chunks of `iter_chunks` to `path`, a JSON line each; returns how many."""
-    n = 0
-    with path.open("w", encoding="utf-8") as f:
-        for n, chunk in enumerate(iter_chunks(instances, stats), start=1):
-            f.write(json.dumps({"chunk": n - 1, "instances": [instance_to_json(i) for i in chunk]}) + "\n")
-    return n
+def write_work(instances: InstanceSource, locator: RepoLocator, options: BuildOptions, repos: set[str],
+               work: Path) -> tuple[BuildJob, BuildStats]:
+    """Writes a work directory: the chunks of `iter_chunks` (a JSON line each) and the job (the
+    options, the split, where the repositories are); returns the job and the counts so far."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    stats = BuildStats(options.subtasks)
+    stats.splits = assign_splits(repos, options.val_fraction, options.held_out_repos)
+    with (work / CHUNKS_FILE).open("w", encoding="utf-8") as f:
+        for n, chunk in enumerate(iter_chunks(instances, stats)):
+            f.write(json.dumps({"chunk": n, "instances": [instance_to_json(i) for i in chunk]}) + "\n")
+    job = BuildJob(locator, options, stats.splits)
+    (work / JOB_FILE).write_text(json.dumps({
+        "options": to_dict(options), "splits": job.splits,
+        "repos_dir": str(locator.repos_dir) if locator.repos_dir is not None else None,
+        "explicit": {name: str(path) for name, path in locator.explicit.items()}}, indent=1), encoding="utf-8")
+    return job, stats
+
+
+def read_job(work: Path) -> BuildJob:
+    """The job a work directory holds (`write_work`)."""
+    data = json.loads((work / JOB_FILE).read_text(encoding="utf-8"))
+    locator = RepoLocator(data["repos_dir"], {name: Path(p) for name, p in data["explicit"].items()})
+    return BuildJob(locator, from_dict(BuildOptions, data["options"]), data["splits"])
+
+
+def chunk_split(line: str, splits: dict[str, str]) -> str:
+    """The split of a work-file line (a chunk holds one repository's instances)."""
+    return splits[json.loads(line)["instances"][0]["repo"]]
 
 
 class _BuildChunk(beam.DoFn):
@@ -160,15 +185,9 @@ def build_with_beam(instances: InstanceSource, locator: RepoLocator, options: Bu
     the same files in `out_dir`; returns the summary."""
     out_dir = Path(out_dir)
     work = out_dir / WORK_DIR
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    stats = BuildStats(options.subtasks)
-    stats.splits = assign_splits(repos, options.val_fraction, options.held_out_repos)
-    write_work_file(instances, work / "chunks.jsonl", stats)
-    job = BuildJob(locator, options, stats.splits)
+    job, stats = write_work(instances, locator, options, repos, work)
     with beam.Pipeline(options=pipeline_options(beam_options, workers)) as p:
-        built = p | "Read" >> beam.io.ReadFromText(str(work / "chunks.jsonl")) | "Chunks" >> BuildChunks(job)
+        built = p | "Read" >> beam.io.ReadFromText(str(work / CHUNKS_FILE)) | "Chunks" >> BuildChunks(job)
         (built["records"] | "Line" >> beam.Map(_shard_line)
          | "Shards" >> beam.io.WriteToText(str(work / "records"), file_name_suffix=".tsv"))
         (built["stats"] | "Json" >> beam.Map(lambda s: json.dumps(s.counts()))

@@ -82,12 +82,20 @@ class Engine:
     workers: int = 1
     beam: bool = False
     beam_options: str = ""
+    tfds_data_dir: str = ""  # with beam: write the `swe_build` TFDS dataset here, not JSONL (tfds_build.py)
 
 
 def build_from_sources(sources: BuildSources, options: BuildOptions, mining: MiningOptions, out_dir: str | Path,
                        progress: bool = False, engine: Engine = Engine()) -> dict[str, Any]:
-    """Reads and mines every source, builds the records into `out_dir`; returns the summary."""
+    """Reads and mines every source, builds the records into `out_dir`; returns the summary (with
+    `engine.tfds_data_dir`: the examples per subtask and split of the TFDS datasets written)."""
     stream, locator, repos, extra = prepare_sources(sources, options, mining)
+    if engine.tfds_data_dir:
+        from swe_rl_jax.data.tfds_build import build_tfds
+
+        sizes = build_tfds(stream, locator, options, repos, out_dir, engine.tfds_data_dir, engine.beam_options,
+                           engine.workers)
+        return {"tfds": {"data_dir": engine.tfds_data_dir, "examples": sizes}, **extra}
     if engine.beam:
         from swe_rl_jax.data.beam_build import build_with_beam
 
