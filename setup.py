@@ -28,6 +28,8 @@ INSTALL_REQUIRES = [
     # build-data --beam: the build as a Beam pipeline (DirectRunner here; Dataflow, Flink, Spark
     # on clusters, docs/DATA.md). Caps protobuf < 7, which tensorflow 2.21 accepts.
     "apache-beam==2.77.0",
+    # Checksums of the TFRecord files Beam writes (seqio's cache job; apache-beam's `tfrecord` extra).
+    "google-crc32c==1.9.0",
     # seqio's tokenizer; 0.2.3's generated proto needs protobuf >= 7, which apache-beam excludes.
     "sentencepiece==0.2.2",
     "tqdm==4.70.1",
