@@ -12,12 +12,13 @@ clones under DIR), built side by side in one run, each build a fresh process (`b
 `build_from_sources`): the single-process build, `--workers 2` and Beam's DirectRunner with 2
 processes, with the default options and with `--tree-outline --tree-retrieval 3`; records per
 second, the ratio to the single process, peak RSS (the build process; its largest worker). Then
-peak RSS of the single-process build on a quarter of the input and on all of it. With `--baseline
+peak RSS of the single-process build on 4x the input (`4 * --limit` instances). With `--baseline
 CODE_DIR` (another checkout, e.g. before issue 41) the outline build of that code and of this one
 on the same `--baseline-limit` consecutive instances of the largest repository. Other subsets take
 rows evenly spaced through the file, so that each holds every repository.
 
-    python tools/bench_data.py --real mined.jsonl --repos DIR [--limit 2000] [--baseline CODE_DIR]
+    python tools/bench_data.py --real mined.jsonl --repos DIR [--limit 500] [--outline-limit 100] \
+        [--baseline CODE_DIR] [--baseline-limit 12]
 """
 from __future__ import annotations
 
@@ -173,8 +174,8 @@ def real(args: argparse.Namespace) -> int:
             same = all(_records(o) == _records(outs[0]) for o in outs[1:])
             print(f"{label}: records of the three engines equal: {same}")
         print("\npeak RSS against input size (default options, 1 process):")
-        quarter = run_build(root, input_of(args.limit // 4), Path(args.repos), {}, {"workers": 1}, tmp / "q")
-        full = results["default", "1 process"]
+        quarter = results["default", "1 process"]
+        full = run_build(root, input_of(4 * args.limit), Path(args.repos), {}, {"workers": 1}, tmp / "f")
         print(f"  {quarter['instances']} instances: {quarter['rss_mb']:.0f} MB; {full['instances']} instances: "
               f"{full['rss_mb']:.0f} MB; ratio {full['rss_mb'] / quarter['rss_mb']:.2f}")
         if args.baseline:
@@ -206,11 +207,11 @@ def main() -> int:
     parser.add_argument("--tokenizer", default="", help="'' (chars/4), 'qwen' or a tokenizer directory")
     parser.add_argument("--real", metavar="FILE", help="instances mined from real repositories (JSONL)")
     parser.add_argument("--repos", metavar="DIR", help="with --real: the clones")
-    parser.add_argument("--limit", type=int, default=2000, help="with --real: instances built")
-    parser.add_argument("--outline-limit", type=int, default=2000,
+    parser.add_argument("--limit", type=int, default=500, help="with --real: instances built (and 4x for RSS)")
+    parser.add_argument("--outline-limit", type=int, default=100,
                         help="with --real: instances built with --tree-outline --tree-retrieval 3")
     parser.add_argument("--baseline", metavar="CODE_DIR", help="with --real: another checkout to compare")
-    parser.add_argument("--baseline-limit", type=int, default=40)
+    parser.add_argument("--baseline-limit", type=int, default=12)
     args = parser.parse_args()
     if args.real:
         if not args.repos:
