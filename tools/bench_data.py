@@ -11,7 +11,8 @@ Real (`--real FILE --repos DIR`, issue 41): instances mined from real repositori
 clones under DIR), built side by side in one run, each build a fresh process (`build-data`'s
 `build_from_sources`): the single-process build, `--workers 2` and Beam's DirectRunner with 2
 processes, with the default options and with `--tree-outline --tree-retrieval 3`; records per
-second, the ratio to the single process, peak RSS (the build process; its largest worker). Then
+second, the ratio to the single process, peak RSS (the build process's VmHWM; ru_maxrss of its
+largest worker, which Linux starts from the build process's peak at the fork). Then
 peak RSS of the single-process build on 4x the input (`4 * --limit` instances). With `--baseline
 CODE_DIR` (another checkout, e.g. before issue 41) the outline build of that code and of this one
 on the same `--baseline-limit` consecutive instances of the largest repository. Other subsets take
@@ -113,8 +114,11 @@ t0 = time.perf_counter()
 summary = build.build_from_sources(sources, options, MiningOptions(), spec["out"], False, **engine)
 seconds = time.perf_counter() - t0
 records = sum(n for split in summary["tasks_written"].values() for n in split.values())
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child would report the
+# benchmark process's own peak.
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 print(json.dumps({"seconds": seconds, "records": records, "instances": summary["instances_read"],
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "rss_mb": int(hwm.split()[1]) / 1024,
                   "child_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
 OUTLINE = {"tree_outline": True, "tree_retrieval": 3}
