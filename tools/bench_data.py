@@ -134,7 +134,9 @@ def subset(rows: list[str], n: int) -> list[str]:
 def run_build(code: Path, instances: Path, repos: Path, options: dict, engine: dict, out: Path) -> dict:
     spec = {"instances": str(instances), "repos": str(repos), "options": options, "engine": engine, "out": str(out)}
     env = {**os.environ, "PYTHONPATH": str(code)}
-    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(spec)], env=env, capture_output=True, text=True)
+    # Run outside any checkout: `python -c` puts the working directory first on sys.path.
+    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(spec)], env=env, capture_output=True, text=True,
+                          cwd=out.parent)
     if proc.returncode:
         raise SystemExit(f"build failed: {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -165,7 +167,7 @@ def real(args: argparse.Namespace) -> int:
 
         outputs: dict[str, list[Path]] = {}
         results = {}
-        for label, options in (("default", {}), ("outline+retrieval", OUTLINE)):
+        for label, options in (() if args.baseline_only else (("default", {}), ("outline+retrieval", OUTLINE))):
             n = args.limit if label == "default" else args.outline_limit
             base = None
             for engine, spec in ENGINES.items():
@@ -177,11 +179,12 @@ def real(args: argparse.Namespace) -> int:
         for label, outs in outputs.items():
             same = all(_records(o) == _records(outs[0]) for o in outs[1:])
             print(f"{label}: records of the three engines equal: {same}")
-        print("\npeak RSS against input size (default options, 1 process):")
-        quarter = results["default", "1 process"]
-        full = run_build(root, input_of(4 * args.limit), Path(args.repos), {}, {"workers": 1}, tmp / "f")
-        print(f"  {quarter['instances']} instances: {quarter['rss_mb']:.0f} MB; {full['instances']} instances: "
-              f"{full['rss_mb']:.0f} MB; ratio {full['rss_mb'] / quarter['rss_mb']:.2f}")
+        if not args.baseline_only:
+            print("\npeak RSS against input size (default options, 1 process):")
+            quarter = results["default", "1 process"]
+            full = run_build(root, input_of(4 * args.limit), Path(args.repos), {}, {"workers": 1}, tmp / "f")
+            print(f"  {quarter['instances']} instances: {quarter['rss_mb']:.0f} MB; {full['instances']} instances: "
+                  f"{full['rss_mb']:.0f} MB; ratio {full['rss_mb'] / quarter['rss_mb']:.2f}")
         if args.baseline:
             # A run of consecutive commits of the largest repository, as a build meets them.
             repo = collections.Counter(json.loads(r)["repo"] for r in rows).most_common(1)[0][0]
@@ -216,6 +219,7 @@ def main() -> int:
                         help="with --real: instances built with --tree-outline --tree-retrieval 3")
     parser.add_argument("--baseline", metavar="CODE_DIR", help="with --real: another checkout to compare")
     parser.add_argument("--baseline-limit", type=int, default=12)
+    parser.add_argument("--baseline-only", action="store_true", help="with --baseline: only that comparison")
     args = parser.parse_args()
     if args.real:
         if not args.repos:
