@@ -16,7 +16,7 @@ from swe_rl_jax.data.build import BuildSources, Engine, build_from_sources, buil
 from swe_rl_jax.data.builder import build_dataset
 from swe_rl_jax.data.options import BuildOptions, MiningOptions
 from swe_rl_jax.data.sample import SAMPLE_DIR, commit_all, init_repo, take_patch, write_files
-from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, iter_instances, load_instances
+from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, load_instances
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_ROWS = [json.loads(line) for line in (SAMPLE_DIR / "instances.jsonl").read_text().splitlines()]
