@@ -5,6 +5,12 @@ Output is deterministic: records are written in input order (instances as given,
 instance's subtasks in canonical order), as sorted-key JSON, with nothing that depends on the
 machine, the clock or temporary paths; the summary holds counts and options only.
 
+Bounded memory: the instances are a stream, read twice (the repository names for the split, then
+the instances), built in chunks of one repository's consecutive instances (`iter_chunks`) by a
+`ChunkBuilder` that keeps at most `_OPEN_REPOS` repositories open. With `workers` > 1 the chunks
+go to that many processes, a bounded number ahead, and come back in input order, so the output
+is the same for any number of workers (`beam_build.py` runs the same chunks on Beam).
+
 Split by repository: a repository goes to validation when the first 64 bits of sha256(repo name),
 read as a fraction of 2^64, fall below `val_fraction`. With a positive fraction and at least two
 repositories neither split may end up empty: if validation would be empty, the repository with
@@ -304,6 +310,8 @@ def _built_serially(job: BuildJob, chunks: Iterable[list[Instance]]):
 def _built_in_parallel(job: BuildJob, chunks: Iterable[list[Instance]], workers: int):
     """Chunks built by `workers` processes, the results in input order; at most `_IN_FLIGHT`
     chunks per worker are read ahead, so memory stays bounded on any input."""
+    # Spawned, not forked: a fork would copy the launching process's threads (the progress bar's)
+    # and any open git pipes.
     pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                                   initializer=_start_worker, initargs=(job,))
     pending: collections.deque = collections.deque()

@@ -358,6 +358,8 @@ class _BlobReader:
         self.proc: subprocess.Popen | None = None
 
     def read(self, ids: list[str]) -> dict[str, bytes]:
+        if not ids:
+            return {}
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen(["git", "-C", str(self.repo), "cat-file", "--batch"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_git_env(self.repo))
