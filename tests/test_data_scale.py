@@ -109,20 +109,27 @@ def test_workers_write_the_single_process_records(tmp_path):
     assert _files(tmp_path / "one") == _files(tmp_path / "two")
 
 
+# A fixed commit of this project's history, so that the mined instances do not depend on the branch.
+PROJECT_REV = "789dff4c13f41ffc131c1cfa276093b5f3b3b7d5"
+# Every commit message counts: a real history, 20 commits, about 11 instances.
+PROJECT_MINING = MiningOptions(rev=PROJECT_REV, max_commits=20, message_pattern=".", max_files=20,
+                               max_changed_lines=2000)
+
+
 def _mined_project(tmp_path: Path) -> BuildSources:
-    """This project's own history: a real repository, mined (skipped outside a git checkout)."""
-    if subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-dir"], capture_output=True).returncode:
-        pytest.skip("not a git checkout: no real history to mine")
+    """This project's own history: a real repository, mined (skipped without that history)."""
+    found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{PROJECT_REV}^{{commit}}"], capture_output=True)
+    if found.returncode:
+        pytest.skip(f"not a git checkout holding {PROJECT_REV}: no real history to mine")
     return BuildSources(git_repos=((str(ROOT), "swe_rl_jax/swe_rl_jax"),))
 
 
 def test_workers_on_a_mined_real_repository(tmp_path):
     sources_ = _mined_project(tmp_path)
-    mining = MiningOptions(max_commits=30)
     opts = BuildOptions(subtasks=("file_localization", "function_localization"), tree_outline=True)
-    one = build_from_sources(sources_, opts, mining, tmp_path / "one")
-    two = build_from_sources(sources_, opts, mining, tmp_path / "two", engine=Engine(workers=2))
-    assert one == two and one["instances_read"] > 0
+    one = build_from_sources(sources_, opts, PROJECT_MINING, tmp_path / "one")
+    two = build_from_sources(sources_, opts, PROJECT_MINING, tmp_path / "two", engine=Engine(workers=2))
+    assert one == two and one["instances_with_tasks"] >= 5
     assert _files(tmp_path / "one") == _files(tmp_path / "two")
 
 
@@ -143,11 +150,10 @@ def test_beam_direct_runner_writes_the_single_process_records(tmp_path):
 
 def test_beam_on_a_mined_real_repository(tmp_path):
     sources_ = _mined_project(tmp_path)
-    mining = MiningOptions(max_commits=30)
-    one = build_from_sources(sources_, BuildOptions(), mining, tmp_path / "one")
-    beam = build_from_sources(sources_, BuildOptions(), mining, tmp_path / "beam",
+    one = build_from_sources(sources_, BuildOptions(), PROJECT_MINING, tmp_path / "one")
+    beam = build_from_sources(sources_, BuildOptions(), PROJECT_MINING, tmp_path / "beam",
                               engine=Engine(beam=True, beam_options="--runner=DirectRunner"))
-    assert one == beam and one["instances_read"] > 0
+    assert one == beam and one["instances_with_tasks"] >= 5
     assert _files(tmp_path / "one") == _files(tmp_path / "beam")
 
 
