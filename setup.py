@@ -23,7 +23,15 @@ INSTALL_REQUIRES = [
     "safetensors==0.8.0",
     "pyyaml==6.0.3",
     "unidiff==1.0.1",
-    "pyarrow==26.0.1",  # Parquet instance files (also a tensorflow-datasets dependency)
+    # Parquet instance files (also a tensorflow-datasets dependency); < 26 for apache-beam 2.77.
+    "pyarrow==25.0.1",
+    # build-data --beam: the build as a Beam pipeline (DirectRunner here; Dataflow, Flink, Spark
+    # on clusters, docs/DATA.md). Caps protobuf < 7, which tensorflow 2.21 accepts.
+    "apache-beam==2.77.0",
+    # Checksums of the TFRecord files Beam writes (seqio's cache job; apache-beam's `tfrecord` extra).
+    "google-crc32c==1.9.0",
+    # seqio's tokenizer; 0.2.3's generated proto needs protobuf >= 7, which apache-beam excludes.
+    "sentencepiece==0.2.2",
     "tqdm==4.70.1",
     "tensorboardX==2.6.5",
     "matplotlib==3.11.2",

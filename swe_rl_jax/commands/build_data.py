@@ -2,6 +2,8 @@
 
     python -m swe_rl_jax.cli build-data --instances FILE --repos DIR --out DIR [--field patch=golden_patch]
     python -m swe_rl_jax.cli build-data --git-repo PATH [--repo-name owner/name] --out DIR
+    python -m swe_rl_jax.cli build-data --instances FILE --repos DIR --workers 8 --out DIR   # 8 processes
+    python -m swe_rl_jax.cli build-data --instances FILE --repos DIR --beam [--beam-options='...'] --out DIR
     python -m swe_rl_jax.cli build-data --sample --out DIR      # the shipped sample (data/sample/)
     python -m swe_rl_jax.cli build-data --sample --synthesized --out DIR   # plus its synthesized tasks
     python -m swe_rl_jax.cli build-data --sample --synthesized --issue-style tests --held-out-repo tidewater/ledgerly --out DIR
@@ -22,7 +24,7 @@ from pathlib import Path
 from swe_rl_jax.commands.common import given_flags
 from swe_rl_jax.config import ConfigError, from_dict
 from swe_rl_jax.data.augment import add_renamed_copies
-from swe_rl_jax.data.build import BuildSources, build_from_sources, build_sample
+from swe_rl_jax.data.build import BuildSources, Engine, build_from_sources, build_sample
 from swe_rl_jax.data.builder import format_summary
 from swe_rl_jax.data.options import BuildOptions, MiningOptions
 from swe_rl_jax.data.sources import GitError, InputError
@@ -101,6 +103,16 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--max-files", type=int, metavar="N", help=f"non-test files changed ({dm.max_files})")
     m.add_argument("--max-changed-lines", type=int, metavar="N",
                    help=f"added + removed non-test lines ({dm.max_changed_lines})")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="build in N processes; the output is the same for any N (default 1)")
+    p.add_argument("--beam", action="store_true",
+                   help="run the build as an Apache Beam pipeline (same output; DirectRunner with --workers "
+                        "processes unless --beam-options names another runner; docs/DATA.md)")
+    p.add_argument("--beam-options", default="", metavar="'OPTIONS'",
+                   help="Beam pipeline options, written with '=': --beam-options='--runner=FlinkRunner --flink_master=HOST:8081' (with --beam)")
+    p.add_argument("--tfds-data-dir", metavar="DIR",
+                   help="with --beam: write the records as the sharded TFDS dataset swe_build/rl_<subtask> in DIR "
+                        "(what the seqio tasks read) instead of JSONL; OUT keeps the pipeline's work directory")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="log every skipped instance")
     return p
@@ -136,6 +148,12 @@ def main(argv: list[str]) -> int:
     if args.renamed_copies < 0:
         print(f"error: --renamed-copies must be >= 0, got {args.renamed_copies}", file=sys.stderr)
         return 2
+    if (args.beam_options or args.tfds_data_dir) and not args.beam:
+        print("error: --beam-options and --tfds-data-dir go with --beam", file=sys.stderr)
+        return 2
+    if args.workers < 1:
+        print(f"error: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
     if args.repo_name and len(args.git_repo) != 1:
         print("error: --repo-name needs exactly one --git-repo", file=sys.stderr)
         return 2
@@ -143,17 +161,23 @@ def main(argv: list[str]) -> int:
         options = from_dict(BuildOptions, given_flags(args, _BUILD_FLAGS))
         mining = from_dict(MiningOptions, given_flags(args, _MINING_FLAGS))
         progress = not args.no_progress
+        engine = Engine(args.workers, args.beam, args.beam_options, args.tfds_data_dir or "")
         if args.sample:
             summary = build_sample(args.out, options, mining, progress, args.synthesized, args.sample_repos or "",
-                                   args.issue_style or "", args.synth_instances or "")
+                                   args.issue_style or "", args.synth_instances or "", engine)
         else:
             sources = BuildSources(tuple(args.instances), args.repos or "",
                                    tuple((p, args.repo_name or Path(p).resolve().name) for p in args.git_repo),
                                    tuple(args.field))
-            summary = build_from_sources(sources, options, mining, args.out, progress)
+            summary = build_from_sources(sources, options, mining, args.out, progress, engine)
     except (InputError, ConfigError, GitError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if "tfds" in summary:
+        for subtask, splits in summary["tfds"]["examples"].items():
+            print(f"{subtask}: " + ", ".join(f"{split} {n}" for split, n in splits.items()))
+        print(f"wrote swe_build/rl_<subtask> in {summary['tfds']['data_dir']}")
+        return 0
     print(format_summary(summary))
     if args.renamed_copies:
         added = add_renamed_copies(args.out, args.renamed_copies)

@@ -11,13 +11,13 @@ import contextlib
 import dataclasses
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Sequence
 
-from swe_rl_jax.data.builder import build_dataset
+from swe_rl_jax.data.builder import InstanceSource, build_dataset, scan_repos
 from swe_rl_jax.data.mining import mine_history
 from swe_rl_jax.data.options import BuildOptions, MiningOptions
 from swe_rl_jax.data.sample import SAMPLE_DIR, load_manifest, make_sample_repos
-from swe_rl_jax.data.sources import GitError, GitRepo, Instance, InputError, RepoLocator, load_instances
+from swe_rl_jax.data.sources import GitError, GitRepo, Instance, InputError, RepoLocator, iter_instances
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,26 +47,66 @@ def _mine(paths: tuple[tuple[str, str], ...], mining: MiningOptions, options: Bu
     return instances, explicit, stats
 
 
-def build_from_sources(sources: BuildSources, options: BuildOptions, mining: MiningOptions, out_dir: str | Path,
-                       progress: bool = False) -> dict[str, Any]:
-    """Reads and mines every source, builds the records into `out_dir`; returns the summary."""
+def instance_stream(sources: BuildSources, mined: Sequence[Instance] = ()) -> InstanceSource:
+    """The instances of the files (read as a stream each time it is opened), then `mined`."""
+    def stream() -> Iterator[Instance | InputError]:
+        for path in sources.instances:
+            yield from iter_instances(path, fields=dict(sources.fields))
+        yield from mined
+
+    return stream
+
+
+def prepare_sources(sources: BuildSources, options: BuildOptions,
+                    mining: MiningOptions) -> tuple[InstanceSource, RepoLocator, set[str], dict[str, Any]]:
+    """(instance stream, repository locator, the repositories named, extra summary): the inputs
+    checked, the histories mined, the files scanned once for their repository names."""
     repos_dir = Path(sources.repos) if sources.repos else None
     if repos_dir is not None and not repos_dir.is_dir():
         raise InputError(f"--repos directory not found: {repos_dir}")
     if sources.instances and repos_dir is None:
         raise InputError("--instances needs --repos DIR (the directory holding the local clones)")
-    instances = [inst for f in sources.instances for inst in load_instances(f, fields=dict(sources.fields))]
-    if instances:
-        RepoLocator(repos_dir).require_some(i.repo for i in instances)
+    repos = scan_repos(instance_stream(sources))
+    if repos:
+        RepoLocator(repos_dir).require_some(repos)
     mined, explicit, stats = _mine(sources.git_repos, mining, options)
     extra = {"mining": stats} if stats else {}
-    return build_dataset(instances + mined, RepoLocator(repos_dir, explicit), options, out_dir,
-                         progress=progress, extra_summary=extra)
+    return instance_stream(sources, mined), RepoLocator(repos_dir, explicit), repos | {i.repo for i in mined}, extra
+
+
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    """How the build runs: `workers` processes, or with `beam` a Beam pipeline (`beam_build.py`)
+    with `beam_options` (empty: the DirectRunner with `workers` processes). Same records either way."""
+
+    workers: int = 1
+    beam: bool = False
+    beam_options: str = ""
+    tfds_data_dir: str = ""  # with beam: write the `swe_build` TFDS dataset here, not JSONL (tfds_build.py)
+
+
+def build_from_sources(sources: BuildSources, options: BuildOptions, mining: MiningOptions, out_dir: str | Path,
+                       progress: bool = False, engine: Engine = Engine()) -> dict[str, Any]:
+    """Reads and mines every source, builds the records into `out_dir`; returns the summary (with
+    `engine.tfds_data_dir`: the examples per subtask and split of the TFDS datasets written)."""
+    stream, locator, repos, extra = prepare_sources(sources, options, mining)
+    if engine.tfds_data_dir:
+        from swe_rl_jax.data.tfds_build import build_tfds
+
+        sizes = build_tfds(stream, locator, options, repos, out_dir, engine.tfds_data_dir, engine.beam_options,
+                           engine.workers)
+        return {"tfds": {"data_dir": engine.tfds_data_dir, "examples": sizes}, **extra}
+    if engine.beam:
+        from swe_rl_jax.data.beam_build import build_with_beam
+
+        return build_with_beam(stream, locator, options, out_dir, repos, engine.beam_options, engine.workers, extra)
+    return build_dataset(stream, locator, options, out_dir, progress=progress, extra_summary=extra,
+                         workers=engine.workers, repos=repos)
 
 
 def build_sample(out_dir: str | Path, options: BuildOptions = BuildOptions(), mining: MiningOptions = MiningOptions(),
                  progress: bool = False, synthesized: bool = False, repos_dir: str | Path = "",
-                 issue_style: str = "", synth_instances: str | Path = "") -> dict[str, Any]:
+                 issue_style: str = "", synth_instances: str | Path = "", engine: Engine = Engine()) -> dict[str, Any]:
     """The shipped sample: its instances plus the histories its manifest marks for mining, and with
     `synthesized` the tasks synthesized from its repositories (`synth/sample.py`: the shipped ones,
     or those of `synth_instances`, another `synthesize --sample` output), their issue texts rendered
@@ -89,4 +129,4 @@ def build_sample(out_dir: str | Path, options: BuildOptions = BuildOptions(), mi
             instances=tuple(instances), repos=str(repos),
             git_repos=tuple((str(made[spec["repo"]]), spec["repo"]) for spec in load_manifest()["repos"]
                             if spec.get("mine")))
-        return build_from_sources(sources, options, mining, out_dir, progress)
+        return build_from_sources(sources, options, mining, out_dir, progress, engine)

@@ -5,6 +5,12 @@ Output is deterministic: records are written in input order (instances as given,
 instance's subtasks in canonical order), as sorted-key JSON, with nothing that depends on the
 machine, the clock or temporary paths; the summary holds counts and options only.
 
+Bounded memory: the instances are a stream, read twice (the repository names for the split, then
+the instances), built in chunks of one repository's consecutive instances (`iter_chunks`) by a
+`ChunkBuilder` that keeps at most `_OPEN_REPOS` repositories open. With `workers` > 1 the chunks
+go to that many processes, a bounded number ahead, and come back in input order, so the output
+is the same for any number of workers (`beam_build.py` runs the same chunks on Beam).
+
 Split by repository: a repository goes to validation when the first 64 bits of sha256(repo name),
 read as a fraction of 2^64, fall below `val_fraction`. With a positive fraction and at least two
 repositories neither split may end up empty: if validation would be empty, the repository with
@@ -15,13 +21,15 @@ instances' repositories) and the hash is not used.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
 import logging
+import multiprocessing
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, Union
 
 from swe_rl_jax.config import to_dict
 from swe_rl_jax.data.options import BuildOptions, make_token_counter
@@ -31,6 +39,12 @@ from swe_rl_jax.data.sources import GitError, GitRepo, InputError, Instance, Rep
 from swe_rl_jax.data.tasks import BUILDERS, SkipTask, TaskContext
 
 log = logging.getLogger(__name__)
+
+_OPEN_REPOS = 4  # repositories a build process keeps open (git process, cached trees and snapshots)
+_CHUNK_SIZE = 8  # instances per unit of work, unless a commit's run of instances is longer ...
+_MAX_CHUNK_SIZE = 64  # ... up to this many
+_IN_FLIGHT = 4  # chunks per worker sent ahead of the one being written
+_MALFORMED_NAMED = 20  # bad rows named in the summary (all are counted)
 
 
 def _repo_hash(repo: str) -> float:
@@ -58,21 +72,37 @@ def assign_splits(repos: Iterable[str], val_fraction: float, held_out: Sequence[
 
 
 class _RepoCache:
-    """One GitRepo per repository name; a missing or broken repository is remembered as None."""
+    """The repositories a build has open, at most `_OPEN_REPOS` (least recently used closed first,
+    with their git process and cached trees); a missing or broken repository is remembered by name."""
 
     def __init__(self, locator: RepoLocator):
         self.locator = locator
-        self.repos: dict[str, GitRepo | None] = {}
+        self.repos: collections.OrderedDict[str, GitRepo] = collections.OrderedDict()
+        self.missing: set[str] = set()
 
     def get(self, repo: str) -> GitRepo | None:
-        if repo not in self.repos:
-            path = self.locator.find(repo)
-            try:
-                self.repos[repo] = GitRepo(path) if path is not None else None
-            except GitError as e:
-                log.warning("%s", e)
-                self.repos[repo] = None
+        if repo in self.missing:
+            return None
+        if repo in self.repos:
+            self.repos.move_to_end(repo)
+            return self.repos[repo]
+        path = self.locator.find(repo)
+        try:
+            if path is None:
+                raise GitError(f"no local clone of {repo}")
+            self.repos[repo] = GitRepo(path)
+        except GitError as e:
+            log.warning("%s", e)
+            self.missing.add(repo)
+            return None
+        if len(self.repos) > _OPEN_REPOS:
+            self.repos.popitem(last=False)[1].close()
         return self.repos[repo]
+
+    def close(self) -> None:
+        for repo in self.repos.values():
+            repo.close()
+        self.repos.clear()
 
 
 @dataclasses.dataclass
@@ -88,10 +118,42 @@ class BuildStats:
     events: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     splits: dict[str, str] = dataclasses.field(default_factory=dict)  # repo → split
     missing_repos: set[str] = dataclasses.field(default_factory=set)  # named by instances, not found
+    malformed: list[str] = dataclasses.field(default_factory=list)  # the first bad rows, named
 
     def __post_init__(self) -> None:
         self.task_skips = {s: collections.Counter() for s in self.subtasks}
         self.written = {split: {s: 0 for s in self.subtasks} for split in SPLITS}
+
+    def add(self, other: BuildStats) -> None:
+        """Adds the counts of a part of the build (a chunk built in a worker)."""
+        self.instances_read += other.instances_read
+        self.instances_with_tasks += other.instances_with_tasks
+        self.instance_skips.update(other.instance_skips)
+        for s in self.subtasks:
+            self.task_skips[s].update(other.task_skips[s])
+            for split in SPLITS:
+                self.written[split][s] += other.written[split][s]
+        self.events.update(other.events)
+        self.missing_repos |= other.missing_repos
+
+    def counts(self) -> dict[str, Any]:
+        """What `add` adds, as JSON data (a part built by a Beam worker travels as a line of text)."""
+        return {"instances_with_tasks": self.instances_with_tasks, "instance_skips": dict(self.instance_skips),
+                "task_skips": {s: dict(c) for s, c in self.task_skips.items()}, "written": self.written,
+                "events": dict(self.events), "missing_repos": sorted(self.missing_repos)}
+
+    @classmethod
+    def from_counts(cls, subtasks: tuple[str, ...], counts: dict[str, Any]) -> BuildStats:
+        stats = cls(subtasks)
+        stats.instances_with_tasks = counts["instances_with_tasks"]
+        stats.instance_skips.update(counts["instance_skips"])
+        for s in subtasks:
+            stats.task_skips[s].update(counts["task_skips"][s])
+            for split in SPLITS:
+                stats.written[split][s] = counts["written"][split][s]
+        stats.events.update(counts["events"])
+        stats.missing_repos = set(counts["missing_repos"])
+        return stats
 
     def summary(self) -> dict[str, Any]:
         repos: dict[str, list[str]] = {s: [] for s in SPLITS}
@@ -106,84 +168,224 @@ class BuildStats:
             "events": dict(sorted(self.events.items())),
             "repos": repos,
             "repos_missing": sorted(self.missing_repos),
+            **({"malformed_instances": self.malformed} if self.malformed else {}),
         }
 
 
-def iter_tasks(
-    instances: Sequence[Instance], locator: RepoLocator, options: BuildOptions, stats: BuildStats,
-    progress: bool = False,
-) -> Iterator[tuple[str, TaskRecord]]:
-    """(split, record) for every task built, in input order; skips are counted in `stats`."""
-    from tqdm import tqdm
+# What `build_dataset` reads: a list of instances, or a function that opens the stream again
+# (the build reads it twice: the repository names for the split first, then the instances);
+# a stream may hold the InputError of a bad row in place of an instance.
+InstanceSource = Union[Sequence[Instance], Callable[[], Iterable[Union[Instance, InputError]]]]
 
-    source_filter = options.source_filter()
-    count_tokens = make_token_counter(options.tokenizer)
-    stats.splits = assign_splits([i.repo for i in instances], options.val_fraction, options.held_out_repos)
-    stats.instances_read = len(instances)
-    repos = _RepoCache(locator)
+
+def _open(instances: InstanceSource) -> Iterable[Instance | InputError]:
+    return instances() if callable(instances) else instances
+
+
+def scan_repos(instances: InstanceSource) -> set[str]:
+    """The repositories the instances name (one pass over the stream, holding only the names);
+    InputError of the first bad row when no row is a valid instance."""
+    repos: set[str] = set()
+    first_error = None
+    for inst in _open(instances):
+        if isinstance(inst, InputError):
+            first_error = first_error or inst
+        else:
+            repos.add(inst.repo)
+    if first_error is not None and not repos:
+        raise first_error
+    return repos
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildJob:
+    """What building a chunk of instances needs; sent once to each worker process."""
+
+    locator: RepoLocator
+    options: BuildOptions
+    splits: dict[str, str]  # repo → split
+
+
+class ChunkBuilder:
+    """Builds chunks of instances into records in one process, with its own bounded caches."""
+
+    def __init__(self, job: BuildJob):
+        self.job = job
+        self.source_filter = job.options.source_filter()
+        self.count_tokens = make_token_counter(job.options.tokenizer)
+        self.repos = _RepoCache(job.locator)
+
+    def build(self, instances: Sequence[Instance]) -> tuple[list[tuple[str, TaskRecord]], BuildStats]:
+        """(split, record) of every task built from `instances`, in order, and the chunk's counts."""
+        options = self.job.options
+        stats = BuildStats(options.subtasks)
+        out: list[tuple[str, TaskRecord]] = []
+        for inst in instances:
+            repo = self.repos.get(inst.repo)
+            try:
+                if repo is None:
+                    stats.missing_repos.add(inst.repo)
+                    raise SkipInstance("missing_repository", f"no local clone of {inst.repo}")
+                prep = prepare(inst, repo, self.source_filter)
+            except SkipInstance as e:
+                log.info("skip %s: %s (%s)", inst.instance_id, e.reason, e)
+                stats.instance_skips[e.reason] += 1
+                continue
+            except GitError as e:  # a damaged repository (e.g. missing objects): skip, don't stop
+                log.warning("skip %s: %s", inst.instance_id, e)
+                stats.instance_skips["git_error"] += 1
+                continue
+            ctx = TaskContext(options, self.count_tokens, self.job.splits[inst.repo], stats.events)
+            any_task = False
+            for subtask in options.subtasks:
+                try:
+                    record = BUILDERS[subtask](prep, ctx)
+                except SkipTask as e:
+                    stats.task_skips[subtask][e.reason] += 1
+                    continue
+                except GitError as e:
+                    log.warning("skip %s: %s", f"{inst.instance_id}/{subtask}", e)
+                    stats.task_skips[subtask]["git_error"] += 1
+                    continue
+                stats.written[ctx.split][subtask] += 1
+                any_task = True
+                out.append((ctx.split, record))
+            stats.instances_with_tasks += any_task
+        return out, stats
+
+    def close(self) -> None:
+        self.repos.close()
+
+
+def iter_chunks(instances: InstanceSource, stats: BuildStats) -> Iterator[list[Instance]]:
+    """The valid, first-seen instances in input order, in chunks of consecutive instances of one
+    repository, cut at a change of base commit once `_CHUNK_SIZE` are gathered (so the instances
+    of a commit share its outline and retrieval index) and at `_MAX_CHUNK_SIZE` in any case.
+    Duplicates and bad rows are counted in `stats` (bad rows named, the first `_MALFORMED_NAMED`)."""
     seen: set[str] = set()
-    for inst in tqdm(instances, desc="build-data", unit="instance", file=sys.stderr, disable=not progress):
+    chunk: list[Instance] = []
+    for inst in _open(instances):
+        stats.instances_read += 1
+        if isinstance(inst, InputError):
+            log.warning("skip %s", inst)
+            stats.instance_skips["malformed_instance"] += 1
+            if len(stats.malformed) < _MALFORMED_NAMED:
+                stats.malformed.append(str(inst))
+            continue
         if inst.instance_id in seen:
             stats.instance_skips["duplicate_instance_id"] += 1
             continue
         seen.add(inst.instance_id)
-        repo = repos.get(inst.repo)
-        try:
-            if repo is None:
-                stats.missing_repos.add(inst.repo)
-                raise SkipInstance("missing_repository", f"no local clone of {inst.repo}")
-            prep = prepare(inst, repo, source_filter)
-        except SkipInstance as e:
-            log.info("skip %s: %s (%s)", inst.instance_id, e.reason, e)
-            stats.instance_skips[e.reason] += 1
-            continue
-        except GitError as e:  # a damaged repository (e.g. missing objects): skip, don't stop
-            log.warning("skip %s: %s", inst.instance_id, e)
-            stats.instance_skips["git_error"] += 1
-            continue
-        ctx = TaskContext(options, count_tokens, stats.splits[inst.repo], stats.events)
-        any_task = False
-        for subtask in options.subtasks:
-            try:
-                record = BUILDERS[subtask](prep, ctx)
-            except SkipTask as e:
-                stats.task_skips[subtask][e.reason] += 1
-                continue
-            except GitError as e:
-                log.warning("skip %s: %s", f"{inst.instance_id}/{subtask}", e)
-                stats.task_skips[subtask]["git_error"] += 1
-                continue
-            stats.written[ctx.split][subtask] += 1
-            any_task = True
-            yield ctx.split, record
-        stats.instances_with_tasks += any_task
+        if chunk and (inst.repo != chunk[-1].repo or len(chunk) >= _MAX_CHUNK_SIZE
+                      or (len(chunk) >= _CHUNK_SIZE and inst.base_commit != chunk[-1].base_commit)):
+            yield chunk
+            chunk = []
+        chunk.append(inst)
+    if chunk:
+        yield chunk
+
+
+_worker: ChunkBuilder | None = None  # the builder of a worker process (`--workers`)
+
+
+def _start_worker(job: BuildJob) -> None:
+    global _worker
+    _worker = ChunkBuilder(job)
+
+
+def _build_in_worker(chunk: list[Instance]) -> tuple[list[tuple[str, TaskRecord]], BuildStats]:
+    assert _worker is not None
+    return _worker.build(chunk)
+
+
+def _built_serially(job: BuildJob, chunks: Iterable[list[Instance]]):
+    builder = ChunkBuilder(job)
+    try:
+        for chunk in chunks:
+            yield len(chunk), builder.build(chunk)
+    finally:
+        builder.close()
+
+
+def _built_in_parallel(job: BuildJob, chunks: Iterable[list[Instance]], workers: int):
+    """Chunks built by `workers` processes, the results in input order; at most `_IN_FLIGHT`
+    chunks per worker are read ahead, so memory stays bounded on any input."""
+    # Spawned, not forked: a fork would copy the launching process's threads (the progress bar's)
+    # and any open git pipes.
+    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                  initializer=_start_worker, initargs=(job,))
+    pending: collections.deque = collections.deque()
+    try:
+        for chunk in chunks:
+            pending.append((len(chunk), pool.submit(_build_in_worker, chunk)))
+            if len(pending) >= workers * _IN_FLIGHT:
+                n, future = pending.popleft()
+                yield n, future.result()
+        while pending:
+            n, future = pending.popleft()
+            yield n, future.result()
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def iter_tasks(
+    instances: InstanceSource, locator: RepoLocator, options: BuildOptions, stats: BuildStats,
+    progress: bool = False, workers: int = 1, repos: set[str] | None = None,
+) -> Iterator[tuple[str, TaskRecord]]:
+    """(split, record) for every task built, in input order, whatever the number of `workers`;
+    skips are counted in `stats`. `repos`: the instances' repositories when already scanned."""
+    from tqdm import tqdm
+
+    if repos is None:
+        repos = scan_repos(instances)
+    stats.splits = assign_splits(repos, options.val_fraction, options.held_out_repos)
+    job = BuildJob(locator, options, stats.splits)
+    chunks = iter_chunks(instances, stats)
+    built = _built_serially(job, chunks) if workers <= 1 else _built_in_parallel(job, chunks, workers)
+    with tqdm(desc="build-data", unit="instance", file=sys.stderr, disable=not progress) as bar:
+        for n, (records, part) in built:
+            stats.add(part)
+            bar.update(n)
+            yield from records
 
 
 def build_dataset(
-    instances: Sequence[Instance],
+    instances: InstanceSource,
     locator: RepoLocator,
     options: BuildOptions,
     out_dir: str | Path,
     progress: bool = False,
     extra_summary: dict[str, Any] | None = None,
+    workers: int = 1,
+    repos: set[str] | None = None,
 ) -> dict[str, Any]:
     """Builds every requested subtask of every instance into `out_dir/<split>/<subtask>.jsonl`
-    (all of them, empty ones included) and `out_dir/summary.json`; returns the summary."""
-    out_dir = Path(out_dir)
+    (all of them, empty ones included) and `out_dir/summary.json`; returns the summary. The
+    files are the same for any number of `workers` (see `iter_tasks`)."""
     stats = BuildStats(options.subtasks)
+    write_record_files(out_dir, options.subtasks,
+                       ((split, r.subtask, r.to_json()) for split, r in
+                        iter_tasks(instances, locator, options, stats, progress, workers, repos)))
+    return write_summary(out_dir, stats, options, extra_summary)
+
+
+def write_record_files(out_dir: str | Path, subtasks: Sequence[str], lines: Iterable[tuple[str, str, str]]) -> None:
+    """Writes each (split, subtask, record JSON) to `out_dir/<split>/<subtask>.jsonl`, in the
+    order given; every (split, subtask) file exists afterwards, empty ones included."""
+    out_dir = Path(out_dir)
     outputs = {}
     complete = False
     try:
         for split in SPLITS:
-            for subtask in options.subtasks:
+            for subtask in subtasks:
                 path = records_file(out_dir, split, subtask)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # Written under a temporary name so an interrupted build leaves no complete-looking
                 # file; removed again when the build fails (any exception, Ctrl-C included).
                 tmp = path.with_suffix(".jsonl.tmp")
                 outputs[split, subtask] = (path, tmp, tmp.open("w", encoding="utf-8", newline="\n"))
-        for split, record in iter_tasks(instances, locator, options, stats, progress):
-            outputs[split, record.subtask][2].write(record.to_json() + "\n")
+        for split, subtask, line in lines:
+            outputs[split, subtask][2].write(line + "\n")
         complete = True
     finally:
         for path, tmp, f in outputs.values():
@@ -192,8 +394,13 @@ def build_dataset(
                 tmp.replace(path)
             else:
                 tmp.unlink(missing_ok=True)
+
+
+def write_summary(out_dir: str | Path, stats: BuildStats, options: BuildOptions,
+                  extra_summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Writes `out_dir/summary.json` (counts, options, `extra_summary`) and returns it."""
     summary = {**stats.summary(), "options": to_dict(options), **(extra_summary or {})}
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    Path(out_dir, "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return summary
 
 

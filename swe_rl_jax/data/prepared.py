@@ -25,7 +25,7 @@ from swe_rl_jax.data.pysource import (
     PYTHON_SUFFIXES, Item, SourceSyntaxError, enclosing_item, outline, parse_source,
 )
 from swe_rl_jax.data.related import rank_related
-from swe_rl_jax.data.skeleton import SourceFilter
+from swe_rl_jax.data.skeleton import SourceFilter, outline_note
 from swe_rl_jax.data.sources import GitRepo, Instance, Snapshot
 
 
@@ -76,14 +76,22 @@ class PreparedInstance:
         """The AST of a base file, None when it is not Python, not UTF-8 or does not parse."""
         if path not in self._trees:
             text = self.old[path] if path in self.old else self.snapshot.read_text([path]).get(path)
-            tree = None
-            if text is not None and path.endswith(PYTHON_SUFFIXES):
-                try:
-                    tree = parse_source(text, path)
-                except SourceSyntaxError:
-                    pass
-            self._trees[path] = tree
+            self._trees[path] = parse_base_file(path, text)
         return self._trees[path]
+
+    def outline_notes(self) -> dict[str, str]:
+        """`skeleton.outline_note` of every source file that defines something: computed once per
+        commit (every instance at the commit shares it), and each file's note once per version of
+        the file (`GitRepo.per_file`)."""
+        def note(path: str, text: str | None) -> str:
+            tree = parse_base_file(path, text)
+            return outline_note(outline(tree)) if tree is not None else ""
+
+        def compute() -> dict[str, str]:
+            notes = self.snapshot.repo.per_file("outline_note", self.snapshot, self.source_files, note)
+            return {p: n for p, n in notes.items() if n}
+
+        return self.snapshot.memo(("outline_notes", self.source_filter), compute)
 
     def items(self, path: str) -> tuple[Item, ...] | None:
         tree = self.parse(path)
@@ -128,6 +136,16 @@ class PreparedInstance:
         return [(path, name) for name in sorted(names)]
 
 
+def parse_base_file(path: str, text: str | None) -> ast.Module | None:
+    """The AST of a file's text, None when it is not Python, not UTF-8 (`text` None) or does not parse."""
+    if text is None or not path.endswith(PYTHON_SUFFIXES):
+        return None
+    try:
+        return parse_source(text, path)
+    except SourceSyntaxError:
+        return None
+
+
 def prepare(instance: Instance, repo: GitRepo, source_filter: SourceFilter) -> PreparedInstance:
     """Raises SkipInstance with the counted reason when the instance cannot be used."""
     if not instance.problem_statement.strip():
@@ -141,7 +159,7 @@ def prepare(instance: Instance, repo: GitRepo, source_filter: SourceFilter) -> P
     commit = repo.resolve(instance.base_commit)
     if commit is None:
         raise SkipInstance("missing_base_commit", f"{instance.base_commit!r} is not a commit of {repo.path}")
-    snapshot = Snapshot(repo, commit)
+    snapshot = repo.snapshot(commit)
     for c in changes:
         if c.old_path is not None and c.old_path not in snapshot.files:
             raise SkipInstance("patch_does_not_apply", f"{c.old_path} does not exist at the base commit")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from typing import Mapping, Optional, Sequence
 
 BM25_K1, BM25_B = 1.5, 0.75
@@ -32,20 +33,54 @@ def code_terms(text: str) -> list[str]:
     return terms
 
 
+class Bm25Index:
+    """A BM25 index of documents (`bm25s`, Lucene variant), built once and queried many times:
+    a build ranks a commit's files for each of its instances with one index."""
+
+    def __init__(self, documents: Sequence[str] = (), terms: Sequence[list[str]] | None = None):
+        """Of `documents`, or of their `terms` (`code_terms` of each) when already computed."""
+        import bm25s
+
+        # bm25s sets its own logger to DEBUG at import: one line per index, hundreds per job.
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
+        terms = [code_terms(d) for d in documents] if terms is None else terms
+        self.size = len(terms)
+        self.retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
+        self.retriever.index(list(terms), show_progress=False)
+
+    def scores(self, query: str) -> list[float]:
+        """BM25 score of each document for `query`."""
+        terms = code_terms(query)
+        return [float(s) for s in self.retriever.get_scores(terms)] if terms else [0.0] * self.size
+
+
 def bm25_scores(query: str, documents: Sequence[str]) -> list[float]:
     """BM25 score of each document for `query` (`bm25s`, Lucene variant)."""
-    import bm25s
+    return Bm25Index(documents).scores(query)
 
-    # bm25s sets its own logger to DEBUG at import: one line per index, hundreds per job.
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
-    retriever = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
-    retriever.index([code_terms(d) for d in documents], show_progress=False)
-    terms = code_terms(query)
-    return [float(s) for s in retriever.get_scores(terms)] if terms else [0.0] * len(documents)
+
+def file_terms(path: str, text: Optional[str]) -> list[str]:
+    """The BM25 terms of a file as a document: its path and its contents (none when None)."""
+    return [sys.intern(t) for t in code_terms(f"{path}\n{text or ''}")]  # interned: terms repeat
+
+
+class FileRanking:
+    """BM25 over files: each document a file's path and its contents (see `bm25_ranking`);
+    `terms`: each path's `file_terms`, when already computed."""
+
+    def __init__(self, paths: Sequence[str], contents: Mapping[str, Optional[str]] | None = None,
+                 terms: Mapping[str, list[str]] | None = None):
+        self.paths = list(paths)
+        if terms is None:
+            terms = {p: file_terms(p, (contents or {}).get(p)) for p in self.paths}
+        self.index = Bm25Index(terms=[terms[p] for p in self.paths])
+
+    def rank(self, issue: str) -> list[str]:
+        scores = self.index.scores(issue)
+        return [self.paths[i] for i in sorted(range(len(self.paths)), key=lambda i: (-scores[i], i))]
 
 
 def bm25_ranking(issue: str, paths: Sequence[str], contents: Mapping[str, Optional[str]]) -> list[str]:
     """`paths`, the best match for `issue` first; equal scores (a query sharing no term with a
     file) keep the order of `paths`. A path without contents is ranked by its path alone."""
-    scores = bm25_scores(issue, [f"{p}\n{contents.get(p) or ''}" for p in paths])
-    return [paths[i] for i in sorted(range(len(paths)), key=lambda i: (-scores[i], i))]
+    return FileRanking(paths, contents).rank(issue)

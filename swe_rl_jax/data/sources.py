@@ -1,12 +1,13 @@
 """Where instances come from: SWE-bench-format files, and read-only access to git repositories.
 
-Instance files are JSON arrays, JSONL, or Parquet (the format of dataset hubs), read by one
-loader, `load_instances`. Exports that name a field differently are read through `FIELD_ALIASES`
+Instance files are JSON arrays, JSONL, or Parquet (the format of dataset hubs), read as a stream
+by one loader, `iter_instances` (JSONL a line at a time, Parquet a batch of rows at a time, a JSON
+array an element at a time), or whole by `load_instances`. Exports that name a field differently are read through `FIELD_ALIASES`
 (e.g. `golden_patch` for `patch`) or an explicit `{field: column}` mapping (`--field
 patch=golden_patch`), which wins over the aliases.
 
 Pre-patch sources are read straight from the object database (`git ls-tree -r -z` for the file
-list, one `git cat-file --batch` call for the contents): nothing is checked out, the user's working
+list, one long-running `git cat-file --batch` per repository for the contents): nothing is checked out, the user's working
 tree, index and HEAD are never touched, and no scratch worktree has to be cleaned up.
 
 Repository lookup for `--repos DIR`: an instance with `repo = "owner/name"` is read from the first
@@ -21,10 +22,9 @@ import dataclasses
 import json
 import os
 import subprocess
+import weakref
 from pathlib import Path
-from typing import Any, Iterable, Mapping
-
-from swe_rl_jax.data.records import iter_jsonl
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch")
 OPTIONAL_FIELDS = ("test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "created_at", "version",
@@ -41,7 +41,11 @@ _REGULAR_MODES = (b"100644", b"100755")
 # Variables that would point git at another repository than the one we name with -C.
 _GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                   "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES")
-_TREE_CACHE_SIZE = 8
+_TREE_CACHE_SIZE = 4  # file listings kept per repository
+_SNAPSHOT_CACHE_SIZE = 2  # snapshots (with their file contents) kept per repository
+# What is derived from one file version (its outline note, its BM25 terms) is kept for this many
+# (path, blob) pairs per repository: consecutive commits share nearly every file.
+_FILE_MEMO_SIZE = 20_000
 
 
 class InputError(ValueError):
@@ -160,48 +164,140 @@ def instance_from_dict(data: Any, where: str) -> Instance:
     )
 
 
-def _rows(path: Path) -> Iterable[tuple[str, Any]]:
-    """(where, row) of a Parquet file, a JSON array or a JSONL file (decided by suffix and content)."""
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+_PARQUET_BATCH_ROWS = 256  # rows decoded at a time from a Parquet file
+_JSON_CHUNK_CHARS = 1 << 20  # characters read at a time from a JSON array
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, value) per non-blank line; a malformed line yields its InputError as the value and
+    reading goes on with the next line."""
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                yield where, json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                yield where, InputError(f"{where}: not UTF-8 text: {e}")
+            except json.JSONDecodeError as e:
+                yield where, InputError(f"{where}: malformed JSON: {e.msg} (column {e.colno})")
+
+
+def _json_array_rows(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, value) per element of a JSON array, decoded one element at a time so that only the
+    current element is held (json.loads would hold the whole file and every object)."""
+    decoder = json.JSONDecoder()
+    with path.open(encoding="utf-8") as f:
+        buf, pos, eof, index = "", 0, False, 0
+
+        def more() -> bool:
+            nonlocal buf, pos, eof
+            chunk = f.read(_JSON_CHUNK_CHARS)
+            buf, pos, eof = buf[pos:] + chunk, 0, not chunk
+            return bool(chunk)
+
+        def skip_space() -> str:  # the next non-blank character, "" at the end of the file
+            nonlocal pos
+            while True:
+                while pos < len(buf) and buf[pos] in " \t\r\n":
+                    pos += 1
+                if pos < len(buf) or not more():
+                    return buf[pos] if pos < len(buf) else ""
 
         try:
-            rows = pq.read_table(path).to_pylist()
-        except Exception as e:  # pyarrow raises ArrowInvalid / OSError subclasses on damaged files
-            raise InputError(f"{path}: not a readable Parquet file: {e}") from None
-        return ((f"{path}[{i}]", row) for i, row in enumerate(rows))
+            if skip_space() != "[":
+                raise InputError(f"{path}: expected a JSON array")
+            pos += 1
+            while True:
+                c = skip_space()
+                if c == "]":
+                    return
+                if index:
+                    if c != ",":
+                        raise InputError(f"{path}[{index}]: malformed JSON array: expected ',' or ']'")
+                    pos += 1
+                    skip_space()
+                while True:
+                    try:
+                        value, end = decoder.raw_decode(buf, pos)
+                    except json.JSONDecodeError as e:
+                        if not more():  # an element cut at the chunk's end decodes once more is read
+                            raise InputError(f"{path}[{index}]: malformed JSON array: {e.msg}") from None
+                        continue
+                    if end == len(buf) and not eof and not isinstance(value, (dict, list, str)):
+                        more()  # a number at the chunk's end may go on in the next chunk
+                        continue
+                    break
+                yield f"{path}[{index}]", value
+                index, pos = index + 1, end
+        except UnicodeDecodeError as e:
+            raise InputError(f"{path}: not UTF-8 text: {e}") from None
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, row) of a Parquet file, decoded a batch of rows at a time."""
+    import pyarrow.parquet as pq
+
+    index = 0
+    try:  # pyarrow raises ArrowInvalid / OSError subclasses on damaged files
+        batches = pq.ParquetFile(path).iter_batches(batch_size=_PARQUET_BATCH_ROWS)
+        for batch in batches:
+            rows = batch.to_pylist()
+            for row in rows:
+                yield f"{path}[{index}]", row
+                index += 1
+    except Exception as e:
+        raise InputError(f"{path}: not a readable Parquet file: {e}") from None
+
+
+def _rows(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, row) of a Parquet file, a JSON array or a JSONL file (decided by suffix and content),
+    read as a stream; a malformed JSONL line comes as its InputError."""
+    if path.suffix == ".parquet":
+        return _parquet_rows(path)
     with path.open("rb") as f:
         is_array = f.read(1024).lstrip().startswith(b"[")
-    if not is_array:
-        return ((f"{path}:{lineno}", item) for lineno, item in iter_jsonl(path, InputError))
-    try:
-        items = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{e.lineno}: malformed JSON array: {e.msg}") from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 text: {e}") from None
-    return ((f"{path}[{i}]", item) for i, item in enumerate(items))
+    return _json_array_rows(path) if is_array else _jsonl_rows(path)
 
 
-def load_instances(path: str | Path, require_patch: bool = True,
-                   fields: Mapping[str, str] | None = None) -> list[Instance]:
-    """Reads SWE-bench instances from a JSON array, a JSONL file or a Parquet file, in file order.
-
-    `fields` maps instance fields to the export's column names (see the module docstring).
-    `require_patch=False` is for inference (`resolve`): a missing or null `patch` reads as "".
-    """
+def iter_instances(path: str | Path, require_patch: bool = True,
+                   fields: Mapping[str, str] | None = None) -> Iterator[Instance | InputError]:
+    """The instances of a JSON array, a JSONL file or a Parquet file, in file order, read as a
+    stream. A row that is not a valid instance comes as the InputError naming its file and line,
+    and reading goes on; an unreadable file raises InputError (see `load_instances`)."""
     path = Path(path)
     fields = dict(fields or {})
     check_field_map(fields)
     if not path.is_file():
         raise InputError(f"instances file not found: {path}")
-    out = []
     for where, item in _rows(path):
+        if isinstance(item, InputError):
+            yield item
+            continue
         if isinstance(item, dict):
             item = canonical_fields(item, fields)
             if not require_patch:
                 item["patch"] = item.get("patch") or ""
-        out.append(instance_from_dict(item, where))
+        try:
+            yield instance_from_dict(item, where)
+        except InputError as e:
+            yield e
+
+
+def load_instances(path: str | Path, require_patch: bool = True,
+                   fields: Mapping[str, str] | None = None) -> list[Instance]:
+    """Reads SWE-bench instances from a JSON array, a JSONL file or a Parquet file, in file order;
+    the first bad row raises its InputError.
+
+    `fields` maps instance fields to the export's column names (see the module docstring).
+    `require_patch=False` is for inference (`resolve`): a missing or null `patch` reads as "".
+    """
+    out = []
+    for item in iter_instances(path, require_patch, fields):
+        if isinstance(item, InputError):
+            raise item
+        out.append(item)
     return out
 
 
@@ -236,20 +332,67 @@ class RepoLocator:
                          f"expected {REPOS_LAYOUT}, e.g. {example[0]} or {example[2]}")
 
 
-def run_git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
-    """stdout of `git -C repo args...`; raises GitError with git's stderr on failure.
-
-    Repository discovery stops at `repo`: a plain directory inside some other checkout (say, a
-    missing clone under a `--repos` directory that lives in the user's project) is not a repository.
-    """
+def _git_env(repo: Path) -> dict[str, str]:
+    """The environment of every git call: discovery stops at `repo` (a plain directory inside some
+    other checkout, say a missing clone under a `--repos` directory that lives in the user's
+    project, is not a repository), no variable redirects git elsewhere, no prompt."""
     env = {k: v for k, v in os.environ.items() if k not in _GIT_REDIRECTS}
     env["GIT_TERMINAL_PROMPT"] = "0"
     env["GIT_CEILING_DIRECTORIES"] = str(Path(repo).resolve().parent)
-    proc = subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True, env=env, check=False)
+    return env
+
+
+def run_git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
+    """stdout of `git -C repo args...`; raises GitError with git's stderr on failure."""
+    proc = subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True, env=_git_env(repo),
+                          check=False)
     if proc.returncode != 0:
         message = proc.stderr.decode("utf-8", "replace").strip() or f"exit status {proc.returncode}"
         raise GitError(f"git {' '.join(args[:3])} in {repo}: {message}")
     return proc.stdout
+
+
+class _BlobReader:
+    """One long-running `git cat-file --batch` serving every blob read of a repository: a build
+    reads thousands of files per commit (the tree outline, retrieval), and a process per read
+    cost more than the reading."""
+
+    def __init__(self, repo: Path):
+        self.repo = repo
+        self.proc: subprocess.Popen | None = None
+
+    def read(self, ids: list[str]) -> dict[str, bytes]:
+        if not ids:
+            return {}
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(["git", "-C", str(self.repo), "cat-file", "--batch"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_git_env(self.repo))
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        # Writing every id first could fill both pipes and deadlock; a request at a time cannot.
+        blobs: dict[str, bytes] = {}
+        for blob in ids:
+            try:
+                self.proc.stdin.write(blob.encode() + b"\n")
+                self.proc.stdin.flush()
+            except BrokenPipeError:
+                raise GitError(f"cat-file in {self.repo}: git exited") from None
+            header = self.proc.stdout.readline().split()
+            if len(header) != 3:
+                if not header:
+                    raise GitError(f"cat-file in {self.repo}: git exited")
+                raise GitError(f"cat-file in {self.repo}: object {header[0].decode()} is missing")
+            size = int(header[2])
+            blobs[header[0].decode()] = self.proc.stdout.read(size)
+            self.proc.stdout.read(1)  # the newline after the contents
+        return blobs
+
+    def close(self) -> None:
+        if self.proc is not None:
+            for stream in (self.proc.stdin, self.proc.stdout):
+                if stream is not None:
+                    stream.close()
+            self.proc.wait()
+            self.proc = None
 
 
 class GitRepo:
@@ -259,6 +402,48 @@ class GitRepo:
         self.path = Path(path)
         run_git(self.path, "rev-parse", "--git-dir")  # fails fast on a directory that is not a repo
         self._trees: collections.OrderedDict[str, tuple[dict[str, str], frozenset[str]]] = collections.OrderedDict()
+        self._snapshots: collections.OrderedDict[str, Snapshot] = collections.OrderedDict()
+        self._file_memo: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+        self._blobs = _BlobReader(self.path)
+        weakref.finalize(self, self._blobs.close)  # the git process ends with its repository
+
+    def close(self) -> None:
+        """Ends the `git cat-file` process and drops the cached trees (a later read starts again)."""
+        self._blobs.close()
+        self._trees.clear()
+        self._snapshots.clear()
+        self._file_memo.clear()
+
+    def per_file(self, kind: str, snapshot: Snapshot, paths: list[str],
+                 compute: Callable[[str, str | None], Any]) -> dict[str, Any]:
+        """path → `compute(path, text)` for `paths` of `snapshot`, each computed once per file
+        version (path and blob) while among the last `_FILE_MEMO_SIZE` used; the files not yet
+        seen are read in one batch."""
+        keys = {p: (kind, p, snapshot.files[p]) for p in paths}
+        texts = snapshot.read_text([p for p in paths if keys[p] not in self._file_memo], keep=False)
+        out = {}
+        for path in paths:
+            key = keys[path]
+            if key in self._file_memo:
+                self._file_memo.move_to_end(key)
+                out[path] = self._file_memo[key]
+            else:
+                out[path] = self._file_memo[key] = compute(path, texts.get(path))
+                if len(self._file_memo) > _FILE_MEMO_SIZE:
+                    self._file_memo.popitem(last=False)
+        return out
+
+    def snapshot(self, commit: str) -> Snapshot:
+        """The snapshot of `commit` (a full commit id), shared by every instance at that commit
+        while it is among the last `_SNAPSHOT_CACHE_SIZE` used: what is computed once per commit
+        (the outline, the retrieval index) lives on it."""
+        if commit in self._snapshots:
+            self._snapshots.move_to_end(commit)
+        else:
+            self._snapshots[commit] = Snapshot(self, commit)
+            if len(self._snapshots) > _SNAPSHOT_CACHE_SIZE:
+                self._snapshots.popitem(last=False)
+        return self._snapshots[commit]
 
     def resolve(self, rev: str) -> str | None:
         """The full commit id of `rev`, or None when the repository has no such commit."""
@@ -304,23 +489,8 @@ class GitRepo:
         return self._trees[commit]
 
     def read_blobs(self, blob_ids: Iterable[str]) -> dict[str, bytes]:
-        """Contents of the given blobs, fetched with a single `git cat-file --batch`."""
-        ids = sorted(set(blob_ids))
-        if not ids:
-            return {}
-        out = run_git(self.path, "cat-file", "--batch", input="".join(i + "\n" for i in ids).encode())
-        blobs: dict[str, bytes] = {}
-        pos = 0
-        for _ in ids:
-            end = out.index(b"\n", pos)
-            header = out[pos:end].split(b" ")
-            pos = end + 1
-            if len(header) != 3:
-                raise GitError(f"cat-file in {self.path}: object {header[0].decode()} is missing")
-            size = int(header[2])
-            blobs[header[0].decode()] = out[pos:pos + size]
-            pos += size + 1
-        return blobs
+        """Contents of the given blobs, read through the repository's one `git cat-file --batch`."""
+        return self._blobs.read(sorted(set(blob_ids)))
 
 
 class Snapshot:
@@ -332,19 +502,30 @@ class Snapshot:
         self.files = repo.tree(commit)
         self.links = repo.links(commit)
         self._bytes: dict[str, bytes] = {}
+        self._memo: dict[Any, Any] = {}
 
-    def read_bytes(self, paths: Iterable[str]) -> dict[str, bytes]:
-        """Contents of the given paths that exist at the commit."""
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """`compute()` once per snapshot and `key`: what every instance at this commit shares."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def read_bytes(self, paths: Iterable[str], keep: bool = True) -> dict[str, bytes]:
+        """Contents of the given paths that exist at the commit; `keep=False` reads without adding
+        them to the cache (a pass over every file of the tree)."""
+        paths = list(paths)
         wanted = [p for p in paths if p in self.files and p not in self._bytes]
         blobs = self.repo.read_blobs(self.files[p] for p in wanted)
-        for p in wanted:
-            self._bytes[p] = blobs[self.files[p]]
-        return {p: self._bytes[p] for p in paths if p in self._bytes}
+        if keep:
+            for p in wanted:
+                self._bytes[p] = blobs[self.files[p]]
+            return {p: self._bytes[p] for p in paths if p in self._bytes}
+        return {p: self._bytes[p] if p in self._bytes else blobs[self.files[p]] for p in paths if p in self.files}
 
-    def read_text(self, paths: Iterable[str]) -> dict[str, str | None]:
+    def read_text(self, paths: Iterable[str], keep: bool = True) -> dict[str, str | None]:
         """UTF-8 contents of the given existing paths; None for a file that is not UTF-8."""
         out: dict[str, str | None] = {}
-        for path, data in self.read_bytes(list(paths)).items():
+        for path, data in self.read_bytes(list(paths), keep).items():
             try:
                 out[path] = data.decode("utf-8")
             except UnicodeDecodeError:

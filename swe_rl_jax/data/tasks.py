@@ -16,8 +16,8 @@ from swe_rl_jax.data.patches import split_lines
 from swe_rl_jax.data.prepared import PreparedInstance
 from swe_rl_jax.data.pysource import PYTHON_SUFFIXES
 from swe_rl_jax.data.records import TaskRecord
-from swe_rl_jax.data.retrieval import bm25_ranking
-from swe_rl_jax.data.skeleton import budgeted_tree, file_skeleton, outline_note
+from swe_rl_jax.data.retrieval import FileRanking, file_terms
+from swe_rl_jax.data.skeleton import budgeted_tree, file_skeleton
 from swe_rl_jax.data.windows import relevant_ranges, render_ranges, shown_lines
 
 # Role markers and headers a chat template adds to a system and a user message (Qwen: 13
@@ -97,21 +97,28 @@ def _related_usable(prep: PreparedInstance, modified: list[str], k: int,
     return found
 
 
+def _file_ranking(prep: PreparedInstance) -> FileRanking:
+    """The BM25 index of the commit's source files (`bm25_ranking`'s), built once per commit from
+    each file's terms, computed once per version of the file (`GitRepo.per_file`)."""
+    def compute() -> FileRanking:
+        paths = sorted(prep.source_files)
+        return FileRanking(paths, terms=prep.snapshot.repo.per_file("bm25_terms", prep.snapshot, paths, file_terms))
+
+    return prep.snapshot.memo(("file_ranking", prep.source_filter), compute)
+
+
 def file_localization(prep: PreparedInstance, ctx: TaskContext) -> TaskRecord:
     gt = _gt_files(prep)
     opts = ctx.options
     issue = prep.instance.problem_statement
     retrieved: list[str] = []
     if opts.tree_retrieval:  # over the whole repository, as SWE-bench's BM25 setting retrieves
-        paths = sorted(prep.source_files)
-        retrieved = bm25_ranking(issue, paths, prep.snapshot.read_text(paths))[: opts.tree_retrieval]
+        retrieved = _file_ranking(prep).rank(issue)[: opts.tree_retrieval]
     # A long issue shrinks the tree rather than losing the task: the tree gets what the prompt
     # limit leaves after the issue, the retrieved files and the instructions, at most its own budget.
     room = opts.max_prompt_tokens - ctx.prompt_tokens(
         prompts.SORFT_SYSTEM, prompts.file_localization(issue, "", retrieved))
-    notes = {}
-    if opts.tree_outline:
-        notes = {p: outline_note(items) for p in prep.source_files if (items := prep.items(p))}
+    notes = prep.outline_notes() if opts.tree_outline else {}
     tree = budgeted_tree(prep.source_files, gt + retrieved, min(opts.skeleton_max_tokens, room), ctx.count_tokens,
                          salt=prep.instance.instance_id, notes=notes)
     meta = {}

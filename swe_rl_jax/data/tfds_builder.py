@@ -215,6 +215,17 @@ def records_fingerprint(records_dir: str | Path, subtask: str) -> str:
     return h.hexdigest()
 
 
+def record_features(kind: str) -> tfds.features.FeaturesDict:
+    """The features of a record as a TFDS example (see `record_to_example`)."""
+    features: dict[str, Any] = {k: tfds.features.Text() for k in TEXT_FIELDS}
+    features["messages"] = tfds.features.Sequence({"role": tfds.features.Text(), "content": tfds.features.Text()})
+    for key in JSON_FIELDS + ("extra",):
+        features[key] = tfds.features.Text(doc="JSON")
+    if kind == "sft":
+        features["response"] = tfds.features.Text()
+    return tfds.features.FeaturesDict(features)
+
+
 @dataclasses.dataclass(eq=False)
 class SweSubtasksConfig(tfds.core.BuilderConfig):
     kind: str = "rl"
@@ -252,17 +263,9 @@ class SweSubtasks(tfds.core.GeneratorBasedBuilder):
         return epath.Path(__file__)
 
     def _info(self) -> tfds.core.DatasetInfo:
-        features: dict[str, Any] = {k: tfds.features.Text() for k in TEXT_FIELDS}
-        features["messages"] = tfds.features.Sequence(
-            {"role": tfds.features.Text(), "content": tfds.features.Text()}
-        )
-        for key in JSON_FIELDS + ("extra",):
-            features[key] = tfds.features.Text(doc="JSON")
-        if self.builder_config.kind == "sft":
-            features["response"] = tfds.features.Text()
         return self.dataset_info_from_configs(
             description=__doc__.split("\n\n")[0],
-            features=tfds.features.FeaturesDict(features),
+            features=record_features(self.builder_config.kind),
             metadata=tfds.core.MetadataDict(),
         )
 
