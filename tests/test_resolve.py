@@ -11,8 +11,12 @@ from swe_rl_jax.data.builder import BuildStats, iter_tasks
 from swe_rl_jax.data.options import BuildOptions
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import RepoLocator, load_instances
-from swe_rl_jax.eval.agentless import (AgentlessOptions, Candidate, lexical_file_ranking,
-                                       make_candidate, resolve_all, select_patch)
+from swe_rl_jax.data.retrieval import lexical_file_ranking
+from swe_rl_jax.policies import PolicyResponse
+from swe_rl_jax.resolve.candidates import Candidate, make_candidate, select_patch
+from swe_rl_jax.resolve.config import ResolveConfig
+from swe_rl_jax.resolve.options import AgentlessOptions
+from swe_rl_jax.resolve.run import run_resolve
 
 INSTANCES = SAMPLE_DIR / "instances.jsonl"
 COMMENT = "# resolved by the scripted policy\n"
@@ -77,6 +81,18 @@ def repair_answers(edit_record):
     return [b, broken, blank, oracle, commented]
 
 
+class FunctionPolicy:
+    """A Policy from `respond(prompts, n) -> [[answer] * n per prompt]`; remembers every batch."""
+
+    def __init__(self, respond):
+        self.respond, self.batches = respond, []
+
+    def generate(self, requests):
+        self.batches.append(list(requests))
+        return [PolicyResponse(r.task_id, tuple(a)) for r, a in
+                zip(requests, [self.respond([list(r.messages)], r.n)[0] for r in requests])]
+
+
 def scripted_policy(records, by_issue):
     calls = []
 
@@ -128,14 +144,24 @@ def test_scripted_pipeline_applies_filters_and_votes(sample, tmp_path):
     by_issue = {i.problem_statement: i.instance_id for i in instances}
     respond, calls = scripted_policy(records, by_issue)
     out = tmp_path / "preds.jsonl"
-    summary = resolve_all(instances, RepoLocator(next(iter(repos.values())).parent), respond,
-                          AgentlessOptions(num_samples=5), out, "scripted")
+    policy = FunctionPolicy(respond)
+    summary = run_resolve(ResolveConfig(instances=str(INSTANCES), repos=str(next(iter(repos.values())).parent),
+                                        out=str(out), model_name="scripted", agentless=AgentlessOptions(num_samples=5),
+                                        chunk=5, progress=False), policy)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     traces = {t["instance_id"]: t for t in map(json.loads, (tmp_path / "preds.trace.jsonl").read_text().splitlines())}
     assert [r["instance_id"] for r in rows] == [i.instance_id for i in instances]
     assert all(set(r) == {"instance_id", "model_name_or_path", "model_patch"} for r in rows)
     assert summary["instances"] == len(instances) == 12
     assert calls.count("file") == calls.count("repair") == 12
+    # Batched: one generate call per round of a chunk, not one per prompt (3 chunks of <= 5 instances,
+    # at most 4 stages each).
+    assert summary["generate_calls"] == len(policy.batches) <= 12 < len(calls)
+    assert max(len(b) for b in policy.batches) == 5
+    assert summary["requests"]["file"] == 12 and summary["failed"] == {} and summary["skipped"] == {}
+    # The trace keeps every raw answer and every candidate's patch (a reranking needs no new samples).
+    some = traces["quillsoft__configlet-12"]
+    assert len(some["responses"]["repair"]) == 5 and some["candidates"][3]["patch"].startswith("diff --git")
 
     # The deletion-only instance gets no candidate and an empty patch (counted).
     deletion = traces.pop("tidewater__ledgerly-14")
@@ -232,7 +258,8 @@ def test_resolve_cli_smoke_tiny_model(sample, tiny_llama, tmp_path, capsys):
 @pytest.mark.parametrize("repos, overrides, needle", [
     ("missing", [], "--repos directory not found"),
     ("empty", [], "repositories the instances name is under"),
-    ("empty", ["instance_ids=[nope]"], "no instances to resolve"),
+    ("empty", ["instance_ids=[nope]"], "1 of instance_ids not in"),  # an unknown id is named, not dropped
+    ("empty", ["shard=4/4"], "shard: need 0 <= I < N"),
 ])
 def test_resolve_checks_its_inputs_before_loading_the_model(repos, overrides, needle, tmp_path, capsys):
     from swe_rl_jax.cli import main as cli
@@ -249,7 +276,9 @@ def test_resolve_checks_its_inputs_before_loading_the_model(repos, overrides, ne
 def test_file_localization_prompt_lists_the_retrieved_files_when_asked(sample):
     from swe_rl_jax.data.retrieval import bm25_ranking
     from swe_rl_jax.data.sources import GitRepo, Snapshot
-    from swe_rl_jax.eval.agentless import Resolution, _Repo, localize_files
+    from swe_rl_jax.resolve.localization import localize_files
+    from swe_rl_jax.resolve.repo import RepoView as _Repo
+    from swe_rl_jax.resolve.steps import Resolution, drive
 
     repos, _ = sample
     snapshot = Snapshot(GitRepo(repos["quillsoft/configlet"]), "HEAD")
@@ -262,7 +291,8 @@ def test_file_localization_prompt_lists_the_retrieved_files_when_asked(sample):
         return [["no fence"]]  # unparsable: the lexical fallback reads the contents retrieval read
 
     issue = "to_bool('on') returns False; converter registry"
-    files = localize_files(issue, repo, respond, options, Resolution("x", "", "patch"), "x")
+    files = drive(localize_files(issue, repo, options, Resolution("x", "", "patch"), "x"),
+                  lambda ask: respond([ask.messages], ask.n)[0])
     assert len(files) == options.top_files
     paths = sorted(repo.source_files)
     expected = bm25_ranking(issue, paths, snapshot.read_text(paths))[:2]
@@ -272,7 +302,9 @@ def test_file_localization_prompt_lists_the_retrieved_files_when_asked(sample):
 @pytest.mark.parametrize("tree_outline", [False, True])
 def test_file_localization_prompt_shows_the_outline_when_asked(sample, tree_outline):
     from swe_rl_jax.data.sources import GitRepo, Snapshot
-    from swe_rl_jax.eval.agentless import Resolution, _Repo, localize_files
+    from swe_rl_jax.resolve.localization import localize_files
+    from swe_rl_jax.resolve.repo import RepoView as _Repo
+    from swe_rl_jax.resolve.steps import Resolution, drive
 
     repos, _ = sample
     repo = _Repo(Snapshot(GitRepo(repos["quillsoft/configlet"]), "HEAD"), AgentlessOptions(tree_outline=tree_outline))
@@ -282,8 +314,8 @@ def test_file_localization_prompt_shows_the_outline_when_asked(sample, tree_outl
         prompts_seen.extend(prompts)
         return [["```\nconfiglet/types.py\n```"]]
 
-    files = localize_files("to_bool('on') fails", repo, respond, AgentlessOptions(tree_outline=tree_outline),
-                           Resolution("x", "", "patch"), "x")
+    files = drive(localize_files("to_bool('on') fails", repo, AgentlessOptions(tree_outline=tree_outline),
+                                 Resolution("x", "", "patch"), "x"), lambda ask: respond([ask.messages], ask.n)[0])
     assert files == ["configlet/types.py"]
     line = "    env.py  # _env_key, environ_overrides, overlay_environ\n"
     assert (line in prompts_seen[0][-1]["content"]) == tree_outline

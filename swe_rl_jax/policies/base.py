@@ -26,6 +26,7 @@ class PolicyRequest:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: Optional[int] = None
+    top_k: int = 0  # 0: off (endpoints that know `top_k`, e.g. vLLM and SGLang, get it when > 0)
 
 
 @dataclass(frozen=True)

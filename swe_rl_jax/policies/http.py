@@ -113,6 +113,8 @@ class HttpPolicy:
         }
         if request.top_p < 1.0:
             payload["top_p"] = request.top_p
+        if request.top_k:
+            payload["top_k"] = request.top_k
         if request.stop:
             payload["stop"] = list(request.stop)
         if request.seed is not None:

@@ -52,7 +52,7 @@ class SamplerPolicy:
                 self.stats["prompts_too_long"] += 1
                 continue
             sp = SamplingParams(max_new_tokens=min(r.max_tokens, self.config.max_position_embeddings - len(ids)),
-                                temperature=r.temperature, top_p=r.top_p, stop=tuple(r.stop),
+                                temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, stop=tuple(r.stop),
                                 eos_ids=self.tokenizer.eos_ids)
             seed = r.seed if r.seed is not None else derive_seed(self.seed, r.task_id)
             keys = request_keys(seed, r.n)
