@@ -1,4 +1,5 @@
 """Policy back ends: an OpenAI-compatible client against a scripted local server, and recorded answers."""
+import dataclasses
 import json
 import os
 import socket
@@ -290,3 +291,52 @@ def test_sampling_settings_are_passed_through(server, tmp_path):
     assert [b["seed"] for b in bodies] == sorted([derive_seed(11, 0), derive_seed(11, 1)])
     assert all((b["temperature"], b["top_p"], b["max_tokens"], b["stop"], b["n"]) == (0.5, 0.9, 7, ["</x>"], 1)
                for b in bodies)
+
+
+# ---------------------------------------------------------------------------- the in-process sampler
+
+
+@pytest.fixture(scope="module")
+def tiny_sampler(tiny_llama):
+    from swe_rl_jax.policies.config import PolicyConfig, make_policy
+    from swe_rl_jax.policy import ModelSource
+    from swe_rl_jax.sampling.config import RolloutConfig
+
+    model = ModelSource(checkpoint=str(tiny_llama), tokenizer="smollm2")
+    return make_policy(PolicyConfig(kind="sampler", model=model), RolloutConfig(slots=8))
+
+
+def _chat(text, **kw):
+    return PolicyRequest(text[:20], ({"role": "user", "content": text},), **{"n": 2, "temperature": 1.0,
+                                                                               "max_tokens": 5, **kw})
+
+
+def test_sampler_answers_do_not_depend_on_the_batch(tiny_sampler):
+    """A seeded request gets the same samples alone or beside others (of other prompt lengths,
+    which run as their own length group: one engine call each)."""
+    a = _chat("fix the bug in parse()", seed=7)
+    long = _chat("a much longer prompt " * 40, seed=8)
+    calls = tiny_sampler.stats["generate_calls"]
+    [alone] = tiny_sampler.generate([a])
+    together = tiny_sampler.generate([long, a, _chat("another short one", seed=9)])
+    assert tiny_sampler.stats["generate_calls"] - calls == 1 + 2  # the long prompt is a group of its own
+    assert together[1].completions == alone.completions and len(alone.completions) == 2
+    assert alone.completions[0] != alone.completions[1]  # sample i draws with its own key
+    assert tiny_sampler.generate([dataclasses.replace(a, seed=70)])[0].completions != alone.completions
+
+
+def test_sampler_respects_the_model_context(tiny_sampler, monkeypatch):
+    """A prompt that leaves no room in max_position_embeddings is not sent (skipped, with the
+    reason); a prompt that fits gets at most what the context has left."""
+    short = _chat("hi", n=1, max_tokens=50, seed=1)
+    length = len(tiny_sampler.tokenizer.encode_prompt(list(short.messages)))
+    monkeypatch.setattr(tiny_sampler, "config", dataclasses.replace(tiny_sampler.config,
+                                                                    max_position_embeddings=length + 3))
+    seen = []
+    real = tiny_sampler.engine.run
+    monkeypatch.setattr(tiny_sampler.engine, "run", lambda c, p, reqs, **kw: seen.extend(reqs) or real(c, p, reqs, **kw))
+    fits, too_long = tiny_sampler.generate([short, _chat("a longer prompt " * 5, n=1, seed=2)])
+    assert [r.sampling.max_new_tokens for r in seen] == [3]
+    assert len(fits.completions) == 1 and not fits.skipped
+    assert too_long.completions == () and "leaves no room in the model's context of" in too_long.skipped
+    assert not too_long.failed  # a skip is not a failure: it never stops a run
