@@ -487,3 +487,24 @@ def test_a_module_level_item_does_not_crowd_out_the_located_functions(tmp_path):
     # Across files too: a whole file listed first does not push out another file's function.
     windows = item_windows([("a.py", ""), ("b.py", "other")], view, context=0, budget=50)
     assert windows == {"a.py": [(1, 48)], "b.py": [(1, 2)]}
+
+
+def test_resolve_against_a_dead_endpoint_is_one_line_and_exit_1(sample, tmp_path):
+    import socket
+    import sys
+
+    repos, _ = sample
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "preds.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "swe_rl_jax.cli", "resolve", "--instances", str(INSTANCES),
+                           "--repos", str(next(iter(repos.values())).parent), "--out", str(out),
+                           "--endpoint", f"http://127.0.0.1:{port}/v1", "--served-model", "m",
+                           "endpoint.max_retries=0", f"endpoint.cache_dir={tmp_path / 'cache'}", "progress=false"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: every file request failed (12 of 12); first error: URLError calling "
+                                  f"http://127.0.0.1:{port}/v1/chat/completions"), proc.stderr
+    assert not out.exists() and not (tmp_path / "preds.trace.jsonl").exists()
