@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str]) -> ResolveConfig:
-    args = _parser().parse_args(list(argv))
+    args = _parser().parse_intermixed_args(list(argv))  # key=value overrides may sit between flags
     require(not args.endpoint or bool(args.served_model), "served_model", "is required with --endpoint")
     endpoint = [f"endpoint.base_url={args.endpoint}", f"endpoint.model={args.served_model}"] if args.endpoint else []
     config = load_config(ResolveConfig, args.config, [*args.overrides, *endpoint])
