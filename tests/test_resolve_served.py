@@ -29,9 +29,10 @@ from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos  # noqa: E402
 
 INSTANCES = SAMPLE_DIR / "instances.jsonl"
 # Small enough for the suite on 2 cores: short trees, few shown lines, short greedy answers.
-SETTINGS = ["limit=1", "agentless.num_samples=1", "agentless.tree_max_tokens=300", "agentless.max_shown_lines=30",
-            "localization.max_new_tokens=12", "repair.max_new_tokens=12", "repair.temperature=0",
-            "progress=false"]
+# One instance: four requests to each side.
+SETTINGS = ["limit=1", "agentless.num_samples=1", "agentless.top_files=1", "agentless.tree_max_tokens=300",
+            "agentless.max_shown_lines=30", "localization.max_new_tokens=10", "repair.max_new_tokens=10",
+            "repair.temperature=0", "progress=false"]
 
 
 def _free_port() -> int:
