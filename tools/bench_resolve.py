@@ -1,8 +1,8 @@
 """`resolve` one instance at a time against batched stages, side by side in one run, on the
 shipped sample's 12 instances with SmolLM2-135M-Instruct (float32) on this machine.
 
-    python tools/bench_resolve.py [--samples 4] [--new-tokens 32] [--tree-tokens 1024]
-        [--shown-lines 120] [--served --concurrency 8] [--kill-demo]
+    python -u tools/bench_resolve.py [--samples 4] [--new-tokens 64] [--tree-tokens 256]
+        [--shown-lines 40] [--top-files 1] [--served --concurrency 8] [--kill-demo 6]
 
 Sides (same settings, same per-instance seeds, one process, one engine):
 - `loop`: `chunk=1`, the old `resolve_all` loop: one instance at a time, each stage one prompt
@@ -12,9 +12,10 @@ Compilation is included (each side compiles its own shapes; `compiles` counts th
 side runs first. Reports seconds, instances per hour, generate calls and the ratio, and whether
 every stage's answers are equal between the sides. `--served` adds the same two sides against
 `transformers serve` (the pinned transformers) serving the exported checkpoint on CPU, with
-`--concurrency` requests in flight. `--kill-demo` runs the batched CLI with `chunk=4`, kills it
-(SIGKILL) once 4 predictions are written, reruns the same command and compares the final file
-with the in-process batched side's (same seeds: the file must be equal).
+`--concurrency` requests in flight. `--kill-demo N` runs the CLI on the first N instances with
+`chunk=2`, kills it (SIGKILL) once 2 predictions are written, reruns the same command and compares
+the final file with the first N rows of the in-process batched side's (same per-instance seeds,
+whatever the chunk: the rows must be equal). Each side's row is printed as soon as it is measured.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 def _settings(args: argparse.Namespace) -> list[str]:
     return [f"agentless.num_samples={args.samples}", f"agentless.tree_max_tokens={args.tree_tokens}",
+            f"agentless.top_files={args.top_files}",
             f"agentless.max_shown_lines={args.shown_lines}", f"localization.max_new_tokens={args.new_tokens}",
             f"repair.max_new_tokens={args.new_tokens}", "model_name=smollm2", "progress=false"]
 
@@ -77,30 +79,31 @@ def _serve(export: Path, port: int) -> subprocess.Popen:
 def _kill_demo(args: argparse.Namespace, repos: Path, work: Path, reference: str) -> str:
     out = work / "killed.jsonl"
     command = [sys.executable, "-m", "swe_rl_jax.cli", "resolve", "--instances", str(ROOT / "data/sample/instances.jsonl"),
-               "--repos", str(repos), "--out", str(out), *_settings(args), "chunk=4"]
+               "--repos", str(repos), "--out", str(out), *_settings(args), "chunk=2", f"limit={args.kill_demo}"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while proc.poll() is None and not (out.is_file() and len(out.read_text().splitlines()) >= 4):
+    while proc.poll() is None and not (out.is_file() and len(out.read_text().splitlines()) >= 2):
         time.sleep(0.5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     kept = len(out.read_text().splitlines()) if out.is_file() else 0
     rerun = subprocess.run(command, env=env, capture_output=True, text=True)
     resumed = json.loads(rerun.stdout)["resumed"] if rerun.returncode == 0 else f"rc {rerun.returncode}"
-    same = out.read_text() == Path(reference).read_text()
-    return (f"kill demo: killed after {kept} of 12 predictions; the rerun resumed {resumed} and resolved the rest; "
-            f"final file equal to the batched side's: {same}")
+    same = out.read_text().splitlines() == Path(reference).read_text().splitlines()[: args.kill_demo]
+    return (f"kill demo: killed after {kept} of {args.kill_demo} predictions; the rerun resumed {resumed} and "
+            f"resolved the rest; final file equal to the batched side's first {args.kill_demo} rows: {same}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=4)
-    parser.add_argument("--new-tokens", type=int, default=32)
-    parser.add_argument("--tree-tokens", type=int, default=1024)
-    parser.add_argument("--shown-lines", type=int, default=120)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--tree-tokens", type=int, default=256)
+    parser.add_argument("--shown-lines", type=int, default=40)
+    parser.add_argument("--top-files", type=int, default=1)
     parser.add_argument("--served", action="store_true")
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--kill-demo", action="store_true")
+    parser.add_argument("--kill-demo", type=int, default=0, metavar="N")
     args = parser.parse_args(argv)
 
     from swe_rl_jax.config import load_config
@@ -116,9 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     def config(name: str, chunk: int, extra: tuple[str, ...] = ()) -> ResolveConfig:
         return load_config(ResolveConfig, None, [*base, f"out={work / name}.jsonl", f"chunk={chunk}", *extra])
 
+    print(f"{platform.node()}: {os.cpu_count()} cores; load average at the start {os.getloadavg()[0]:.1f}; "
+          f"settings: {' '.join(_settings(args))}\n")
+    print("| side | seconds | instances / hour | generate calls | compiles | with patch |\n|---|---|---|---|---|---|")
     local = config("batched", 12)
     policy = make_policy(local.policy(), local.rollout, local.mesh, local.max_prompt_tokens)
-    results = {"batched": _run(local, policy, policy.engine), "loop": _run(config("loop", 1), policy, policy.engine)}
+    results = {}
+    for name, side in (("batched", local), ("loop", config("loop", 1))):
+        results[name] = _run(side, policy, policy.engine)
+        print(_row(name, results[name]), flush=True)
     if args.served:
         export = work / "smollm2_hf"
         subprocess.run([sys.executable, "-m", "swe_rl_jax.cli", "convert", "--src", "smollm2", "--out", str(export)],
@@ -130,18 +139,15 @@ def main(argv: list[str] | None = None) -> int:
             served = config("served_batched", 12, endpoint)
             http = make_policy(served.policy())
             results["served batched"] = _run(served, http)
+            print(_row("served batched", results["served batched"]), flush=True)
             served_loop = config("served_loop", 1, (*endpoint[:3], f"endpoint.cache_dir={work / 'cache_loop'}"))
             results["served loop"] = _run(served_loop, make_policy(served_loop.policy()))
+            print(_row("served loop", results["served loop"]), flush=True)
         finally:
             server.terminate()
             server.wait()
 
-    print(f"{platform.node()}: {os.cpu_count()} cores; load average before the run "
-          f"{os.getloadavg()[0]:.1f}; settings: {' '.join(_settings(args))}\n")
-    print("| side | seconds | instances / hour | generate calls | compiles | with patch |\n|---|---|---|---|---|---|")
-    for name, r in results.items():
-        print(_row(name, r))
-    print(f"\nbatched / loop instances per hour: {results['batched']['per_hour'] / results['loop']['per_hour']:.2f}x")
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}; batched / loop instances per hour: {results['batched']['per_hour'] / results['loop']['per_hour']:.2f}x")
     stages = ("file", "function", "line", "repair")
     for a, b in (("batched", "loop"), ("served batched", "served loop"), ("served batched", "batched")):
         if a in results and b in results:

@@ -7,8 +7,8 @@ from typing import Optional
 
 from swe_rl_jax.config import require
 from swe_rl_jax.parallel import MeshConfig
-from swe_rl_jax.policies.http import HttpPolicyConfig
 from swe_rl_jax.policies.config import PolicyConfig
+from swe_rl_jax.policies.http import HttpPolicyConfig
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.sampling import SamplingParams
