@@ -44,6 +44,11 @@ TEST_REQUIRES = [
     "torch==2.13.0",
     "gguf==0.19.0",
     "accelerate==1.15.0",
+    # `transformers serve` (transformers' serving extras): the real OpenAI-compatible server of
+    # tests/test_resolve_served.py.
+    "fastapi==0.165.0",
+    "uvicorn==0.54.0",
+    "openai==3.57.0",
 ]
 
 setup(

@@ -50,11 +50,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
+    from swe_rl_jax.policies.base import PolicyError
     try:
         return int(module.main(rest) or 0)
     except user_errors() as e:  # bad input: one clear line, no traceback
         print(redact(f"error: {e}"), file=sys.stderr)
         return 2
+    except PolicyError as e:  # the model answered nothing (a dead endpoint): one line, a failed run
+        print(redact(f"error: {e}"), file=sys.stderr)
+        return 1
     except Exception:  # a bug: the traceback, with secrets masked
         print(redact(traceback.format_exc()), file=sys.stderr, end="")
         return 1
@@ -67,12 +71,11 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from swe_rl_jax.data.records import RecordFormatError
     from swe_rl_jax.data.sources import InputError
     from swe_rl_jax.synth.repos import SynthRepoError
-    from swe_rl_jax.teachers.base import TeacherError
-    from swe_rl_jax.teachers.jsonl_file import TeacherFileError
+    from swe_rl_jax.policies.recorded import RecordedAnswersError
     from swe_rl_jax.tokenizer import TokenizerError
 
-    return (ConfigError, CheckpointError, RecordFormatError, TeacherFileError, TokenizerError, FileNotFoundError,
-            InputError, TeacherError, SynthRepoError)
+    return (ConfigError, CheckpointError, RecordFormatError, RecordedAnswersError, TokenizerError, FileNotFoundError,
+            InputError, SynthRepoError)
 
 
 if __name__ == "__main__":

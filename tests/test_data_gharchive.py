@@ -240,11 +240,11 @@ def curated(tmp_path_factory):
     opts = CurateOptions(str(hours / "*.json.gz"), str(root / "repos"), str(root / "out"))
     mining = MiningOptions(max_files=3, max_changed_lines=20)
     report = curate(opts, mining, SourceFilter())
-    # The policy through the command: a teacher config (kind jsonl) replaying recorded answers.
-    (root / "teacher.yaml").write_text(f"kind: jsonl\npath: {answers}\n")
+    # The policy through the command: a policy config (kind jsonl) replaying recorded answers.
+    (root / "policy.yaml").write_text(f"kind: jsonl\npath: {answers}\n")
     assert cli_main(["curate", "--events", str(hours), "--repos", str(root / "repos"),
                      "--out", str(root / "out_policy"), "--max-files", "3", "--max-changed-lines", "20",
-                     "--related-policy", str(root / "teacher.yaml")]) == 0
+                     "--related-policy", str(root / "policy.yaml")]) == 0
     policy_report = json.loads((root / "out_policy" / "report.json").read_text())
     return root, repo, tips, report, policy_report
 

@@ -102,3 +102,21 @@ def test_missing_records_are_named(tmp_path):
         load_eval_records(EvalConfig(records_dir=str(tmp_path), subtasks=("swe_rl",)))
     with pytest.raises(FileNotFoundError, match="no task records under"):
         load_eval_records(EvalConfig(records_dir=str(tmp_path)))
+
+
+def test_eval_with_recorded_answers_scores_them(tmp_path, capsys):
+    """`eval answers=FILE`: the answers come from a policy (here recorded answers keyed by task id)
+    instead of the in-process sampler; the ground-truth file list answers half the records
+    (recall 1 each), the other half has no recorded answer (scored as empty: recall 0)."""
+    records_dir, out = tmp_path / "records", tmp_path / "eval"
+    assert cli(["build-data", "--sample", "--out", str(records_dir)]) == 0
+    records = list(read_records(records_file(records_dir, "train", "file_localization")))[:4]
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"task_id": r.task_id, "response": "```\n" + "\n".join(
+        r.ground_truth["items"]) + "\n```"}) + "\n" for r in records[:2]))
+    capsys.readouterr()
+    assert cli(["eval", f"records_dir={records_dir}", f"answers={answers}", "split=train", "max_examples=4",
+                "subtasks=[file_localization]", f"out_dir={out}", "model.checkpoint=/no/such/model"]) == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert [r["response"] != "" for r in report["records"]] == [True, True, False, False]
+    assert report["summary"]["subtask/file_localization"]["recall"] == 0.5

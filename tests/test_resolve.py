@@ -2,6 +2,7 @@
 vote on the sample repositories; the predictions must `git apply` at base_commit. Plus one smoke run of
 the real CLI with a tiny random model."""
 import ast
+import dataclasses
 import json
 import subprocess
 
@@ -11,8 +12,12 @@ from swe_rl_jax.data.builder import BuildStats, iter_tasks
 from swe_rl_jax.data.options import BuildOptions
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import RepoLocator, load_instances
-from swe_rl_jax.eval.agentless import (AgentlessOptions, Candidate, lexical_file_ranking,
-                                       make_candidate, resolve_all, select_patch)
+from swe_rl_jax.data.retrieval import lexical_file_ranking
+from swe_rl_jax.policies import PolicyResponse
+from swe_rl_jax.resolve.candidates import Candidate, make_candidate, select_patch
+from swe_rl_jax.resolve.config import ResolveConfig
+from swe_rl_jax.resolve.options import AgentlessOptions
+from swe_rl_jax.resolve.run import run_resolve
 
 INSTANCES = SAMPLE_DIR / "instances.jsonl"
 COMMENT = "# resolved by the scripted policy\n"
@@ -77,6 +82,18 @@ def repair_answers(edit_record):
     return [b, broken, blank, oracle, commented]
 
 
+class FunctionPolicy:
+    """A Policy from `respond(prompts, n) -> [[answer] * n per prompt]`; remembers every batch."""
+
+    def __init__(self, respond):
+        self.respond, self.batches = respond, []
+
+    def generate(self, requests):
+        self.batches.append(list(requests))
+        return [PolicyResponse(r.task_id, tuple(a)) for r, a in
+                zip(requests, [self.respond([list(r.messages)], r.n)[0] for r in requests])]
+
+
 def scripted_policy(records, by_issue):
     calls = []
 
@@ -128,14 +145,24 @@ def test_scripted_pipeline_applies_filters_and_votes(sample, tmp_path):
     by_issue = {i.problem_statement: i.instance_id for i in instances}
     respond, calls = scripted_policy(records, by_issue)
     out = tmp_path / "preds.jsonl"
-    summary = resolve_all(instances, RepoLocator(next(iter(repos.values())).parent), respond,
-                          AgentlessOptions(num_samples=5), out, "scripted")
+    policy = FunctionPolicy(respond)
+    summary = run_resolve(ResolveConfig(instances=str(INSTANCES), repos=str(next(iter(repos.values())).parent),
+                                        out=str(out), model_name="scripted", agentless=AgentlessOptions(num_samples=5),
+                                        chunk=5, progress=False), policy)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     traces = {t["instance_id"]: t for t in map(json.loads, (tmp_path / "preds.trace.jsonl").read_text().splitlines())}
     assert [r["instance_id"] for r in rows] == [i.instance_id for i in instances]
     assert all(set(r) == {"instance_id", "model_name_or_path", "model_patch"} for r in rows)
     assert summary["instances"] == len(instances) == 12
     assert calls.count("file") == calls.count("repair") == 12
+    # Batched: one generate call per round of a chunk, not one per prompt (3 chunks of <= 5 instances,
+    # at most 4 stages each).
+    assert summary["generate_calls"] == len(policy.batches) <= 12 < len(calls)
+    assert max(len(b) for b in policy.batches) == 5
+    assert summary["requests"]["file"] == 12 and summary["failed"] == {} and summary["skipped"] == {}
+    # The trace keeps every raw answer and every candidate's patch (a reranking needs no new samples).
+    some = traces["quillsoft__configlet-12"]
+    assert len(some["responses"]["repair"]) == 5 and some["candidates"][3]["patch"].startswith("diff --git")
 
     # The deletion-only instance gets no candidate and an empty patch (counted).
     deletion = traces.pop("tidewater__ledgerly-14")
@@ -232,7 +259,8 @@ def test_resolve_cli_smoke_tiny_model(sample, tiny_llama, tmp_path, capsys):
 @pytest.mark.parametrize("repos, overrides, needle", [
     ("missing", [], "--repos directory not found"),
     ("empty", [], "repositories the instances name is under"),
-    ("empty", ["instance_ids=[nope]"], "no instances to resolve"),
+    ("empty", ["instance_ids=[nope]"], "1 of instance_ids not in"),  # an unknown id is named, not dropped
+    ("empty", ["shard=4/4"], "shard: need 0 <= I < N"),
 ])
 def test_resolve_checks_its_inputs_before_loading_the_model(repos, overrides, needle, tmp_path, capsys):
     from swe_rl_jax.cli import main as cli
@@ -249,7 +277,9 @@ def test_resolve_checks_its_inputs_before_loading_the_model(repos, overrides, ne
 def test_file_localization_prompt_lists_the_retrieved_files_when_asked(sample):
     from swe_rl_jax.data.retrieval import bm25_ranking
     from swe_rl_jax.data.sources import GitRepo, Snapshot
-    from swe_rl_jax.eval.agentless import Resolution, _Repo, localize_files
+    from swe_rl_jax.resolve.localization import localize_files
+    from swe_rl_jax.resolve.repo import RepoView as _Repo
+    from swe_rl_jax.resolve.steps import Resolution, drive
 
     repos, _ = sample
     snapshot = Snapshot(GitRepo(repos["quillsoft/configlet"]), "HEAD")
@@ -262,7 +292,8 @@ def test_file_localization_prompt_lists_the_retrieved_files_when_asked(sample):
         return [["no fence"]]  # unparsable: the lexical fallback reads the contents retrieval read
 
     issue = "to_bool('on') returns False; converter registry"
-    files = localize_files(issue, repo, respond, options, Resolution("x", "", "patch"), "x")
+    files = drive(localize_files(issue, repo, options, Resolution("x", "", "patch"), "x"),
+                  lambda ask: respond([ask.messages], ask.n)[0])
     assert len(files) == options.top_files
     paths = sorted(repo.source_files)
     expected = bm25_ranking(issue, paths, snapshot.read_text(paths))[:2]
@@ -272,7 +303,9 @@ def test_file_localization_prompt_lists_the_retrieved_files_when_asked(sample):
 @pytest.mark.parametrize("tree_outline", [False, True])
 def test_file_localization_prompt_shows_the_outline_when_asked(sample, tree_outline):
     from swe_rl_jax.data.sources import GitRepo, Snapshot
-    from swe_rl_jax.eval.agentless import Resolution, _Repo, localize_files
+    from swe_rl_jax.resolve.localization import localize_files
+    from swe_rl_jax.resolve.repo import RepoView as _Repo
+    from swe_rl_jax.resolve.steps import Resolution, drive
 
     repos, _ = sample
     repo = _Repo(Snapshot(GitRepo(repos["quillsoft/configlet"]), "HEAD"), AgentlessOptions(tree_outline=tree_outline))
@@ -282,9 +315,196 @@ def test_file_localization_prompt_shows_the_outline_when_asked(sample, tree_outl
         prompts_seen.extend(prompts)
         return [["```\nconfiglet/types.py\n```"]]
 
-    files = localize_files("to_bool('on') fails", repo, respond, AgentlessOptions(tree_outline=tree_outline),
-                           Resolution("x", "", "patch"), "x")
+    files = drive(localize_files("to_bool('on') fails", repo, AgentlessOptions(tree_outline=tree_outline),
+                                 Resolution("x", "", "patch"), "x"), lambda ask: respond([ask.messages], ask.n)[0])
     assert files == ["configlet/types.py"]
     line = "    env.py  # _env_key, environ_overrides, overlay_environ\n"
     assert (line in prompts_seen[0][-1]["content"]) == tree_outline
     assert "    env.py\n" in prompts_seen[0][-1]["content"] or tree_outline
+
+
+# ---------------------------------------------------------------------------- batched runs: resume, shards, failures
+
+
+def _scripted_config(sample, tmp_path, out="preds.jsonl", **kw):
+    repos, _ = sample
+    return ResolveConfig(instances=str(INSTANCES), repos=str(next(iter(repos.values())).parent),
+                         out=str(tmp_path / out), model_name="scripted", agentless=AgentlessOptions(num_samples=5),
+                         progress=False, **{"chunk": 4, **kw})
+
+
+def _scripted(sample):
+    _, records = sample
+    by_issue = {i.problem_statement: i.instance_id for i in load_instances(INSTANCES, require_patch=False)}
+    return FunctionPolicy(scripted_policy(records, by_issue)[0])
+
+
+class Killed(Exception):
+    pass
+
+
+def test_an_interrupted_run_resumes_to_the_uninterrupted_file(sample, tmp_path, capsys):
+    whole = _scripted_config(sample, tmp_path, "whole.jsonl")
+    run_resolve(whole, _scripted(sample))
+
+    policy = _scripted(sample)
+    real = policy.generate
+
+    def dies_in_the_second_chunk(requests):
+        if len(policy.batches) == 5:  # chunk 1 took 4 rounds (file, function, line, repair)
+            raise Killed
+        return real(requests)
+
+    policy.generate = dies_in_the_second_chunk
+    config = _scripted_config(sample, tmp_path)
+    with pytest.raises(Killed):
+        run_resolve(config, policy)
+    out, trace = tmp_path / "preds.jsonl", tmp_path / "preds.trace.jsonl"
+    assert len(out.read_text().splitlines()) == 4
+    with out.open("a") as f:  # a kill mid-line
+        f.write('{"instance_id": "tidewater__led')
+    with trace.open("a") as f:  # and a trace row whose prediction was never written
+        f.write(json.dumps({"instance_id": "orphan"}) + "\n")
+
+    again = _scripted(sample)
+    summary = run_resolve(config, again)
+    asked = {r.task_id.split("/")[0] for batch in again.batches for r in batch}
+    first_four = [json.loads(line)["instance_id"] for line in (tmp_path / "whole.jsonl").read_text().splitlines()[:4]]
+    assert not asked & set(first_four) and len(asked) == 8  # the finished instances were not sampled again
+    assert summary["resumed"] == 4 and summary["resolved_now"] == 8
+    assert "resume: 4 of 12 instances already in" in capsys.readouterr().err
+    assert out.read_text() == (tmp_path / "whole.jsonl").read_text()
+    assert trace.read_text() == (tmp_path / "whole.trace.jsonl").read_text()
+    # A third run has nothing to do and asks nothing (no model would be loaded).
+    assert run_resolve(config, None)["resolved_now"] == 0
+
+
+def test_shards_concatenate_to_the_whole_run(sample, tmp_path):
+    run_resolve(_scripted_config(sample, tmp_path, "whole.jsonl"), _scripted(sample))
+    parts = []
+    for i in range(3):
+        run_resolve(_scripted_config(sample, tmp_path, f"shard{i}.jsonl", shard=f"{i}/3", chunk=3), _scripted(sample))
+        parts.append((tmp_path / f"shard{i}.jsonl").read_text())
+    assert "".join(parts) == (tmp_path / "whole.jsonl").read_text()
+    assert [len(p.splitlines()) for p in parts] == [4, 4, 4]
+
+
+def test_answers_do_not_depend_on_the_other_instances(sample, tmp_path):
+    """Each request's seed derives from (seed, instance id, stage) only: the same whatever the
+    chunk, limit or shard, and different across instances and stages."""
+    def seeds(**kw):
+        policy = _scripted(sample)
+        run_resolve(_scripted_config(sample, tmp_path, f"p{len(kw)}{kw.get('chunk', 0)}.jsonl", **kw), policy)
+        return {r.task_id: r.seed for batch in policy.batches for r in batch}
+
+    alone = seeds(instance_ids=("quillsoft__configlet-12",), chunk=1)
+    together = seeds(chunk=12)
+    assert alone and all(together[t] == s for t, s in alone.items())
+    assert len(set(together.values())) == len(together)
+
+
+def test_a_stage_whose_every_request_fails_stops_the_run(sample, tmp_path):
+    from swe_rl_jax.policies import PolicyError
+
+    class Dead:
+        def generate(self, requests):
+            return [PolicyResponse(r.task_id, (), "URLError calling http://h:1/v1/chat/completions: refused")
+                    for r in requests]
+
+    with pytest.raises(PolicyError, match="every file request failed .4 of 4.; first error: URLError calling http://h:1"):
+        run_resolve(_scripted_config(sample, tmp_path), Dead())
+    assert not (tmp_path / "preds.jsonl").exists()  # nothing that looks like a result
+
+
+def test_failed_requests_are_counted_and_named_in_the_trace(sample, tmp_path):
+    policy = _scripted(sample)
+    real = policy.generate
+
+    def function_stage_fails_for_one(requests):
+        out = real(requests)
+        return [PolicyResponse(r.task_id, (), "HTTP 503 from http://h/v1 (gave up after 6 attempts)")
+                if r.task_id == "quillsoft__configlet-12/function" else o for r, o in zip(requests, out)]
+
+    policy.generate = function_stage_fails_for_one
+    summary = run_resolve(_scripted_config(sample, tmp_path), policy)
+    assert summary["failed"] == {"function": 1}
+    traces = {t["instance_id"]: t for t in map(json.loads, (tmp_path / "preds.trace.jsonl").read_text().splitlines())}
+    assert traces["quillsoft__configlet-12"]["errors"] == {"function": "HTTP 503 from http://h/v1 (gave up after 6 attempts)"}
+    assert "functions_lexical" in traces["quillsoft__configlet-12"]["fallbacks"]  # it fell back, counted
+    assert all(not t["errors"] for i, t in traces.items() if i != "quillsoft__configlet-12")
+
+
+def test_one_repair_sample_uses_the_repair_settings(sample, tmp_path):
+    """With num_samples=1 the repair request used to be asked with the localization settings
+    (max_new_tokens, temperature ...): every repair.* key was ignored."""
+    from swe_rl_jax.sampling import SamplingParams
+
+    policy = _scripted(sample)
+    config = dataclasses.replace(_scripted_config(sample, tmp_path, instance_ids=("quillsoft__configlet-12",)),
+                                 agentless=AgentlessOptions(num_samples=1),
+                                 localization=SamplingParams(max_new_tokens=64, temperature=0.0),
+                                 repair=SamplingParams(max_new_tokens=321, temperature=0.6, top_p=0.95))
+    run_resolve(config, policy)
+    [repair] = [r for batch in policy.batches for r in batch if r.task_id.endswith("/repair")]
+    assert (repair.n, repair.max_tokens, repair.temperature, repair.top_p) == (1, 321, 0.6, 0.95)
+    [file] = [r for batch in policy.batches for r in batch if r.task_id.endswith("/file")]
+    assert (file.max_tokens, file.temperature) == (64, 0.0)
+
+
+def test_an_edit_of_a_file_the_interpreter_cannot_parse_is_kept():
+    """The syntax filter parses with the host Python: a Python 2 file never parsed, so every edit
+    of it was dropped as `syntax_error`. Only a file that parsed before may not break."""
+    files = {"legacy.py": "def f():\n    print 'hello'\n", "ok.py": "def g():\n    return 1\n"}
+    read = lambda paths: {p: files[p] for p in paths if p in files}  # noqa: E731
+    kept = make_candidate(0, _block("legacy.py", "    print 'hello'", "    print 'hello, world'"), read)
+    assert kept.dropped == "" and "+    print 'hello, world'" in kept.patch
+    assert make_candidate(0, _block("ok.py", "    return 1", "    return (1"), read).dropped == "syntax_error"
+
+
+def test_an_existing_file_that_is_not_utf8_is_not_overwritten_as_new():
+    """A file that is not UTF-8 used to read as absent: an empty SEARCH then 'created' it, a
+    `new file` diff over an existing file."""
+    read = lambda paths: {p: None for p in paths if p == "latin1.py"}  # noqa: E731 - exists, not UTF-8
+    assert make_candidate(0, _block("latin1.py", "", "X = 1"), read).dropped == "not_utf8"
+
+
+def test_a_module_level_item_does_not_crowd_out_the_located_functions(tmp_path):
+    """`variable:` answers and bare paths are module-level items (the whole file); shown first,
+    they used the whole max_shown_lines budget and the located function was cut."""
+    from swe_rl_jax.data.sample import commit_all, init_repo, write_files
+    from swe_rl_jax.data.sources import GitRepo, Snapshot
+    from swe_rl_jax.resolve.localization import item_windows
+    from swe_rl_jax.resolve.repo import RepoView
+
+    big = "".join(f"X{i} = {i}\n" for i in range(300)) + "def target():\n    return 1\n"
+    repo = tmp_path / "r"
+    init_repo(repo)
+    write_files(repo, {"a.py": big, "b.py": "def other():\n    return 2\n"})
+    commit = commit_all(repo, "base")
+    view = RepoView(Snapshot(GitRepo(repo), commit), AgentlessOptions())
+    windows = item_windows([("a.py", ""), ("a.py", "target")], view, context=2, budget=100)
+    assert windows["a.py"] == [(1, 96), (299, 302)]  # target ±2 first, the file's top with the rest of 100
+    # Across files too: a whole file listed first does not push out another file's function.
+    windows = item_windows([("a.py", ""), ("b.py", "other")], view, context=0, budget=50)
+    assert windows == {"a.py": [(1, 48)], "b.py": [(1, 2)]}
+
+
+def test_resolve_against_a_dead_endpoint_is_one_line_and_exit_1(sample, tmp_path):
+    import socket
+    import sys
+
+    repos, _ = sample
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "preds.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "swe_rl_jax.cli", "resolve", "--instances", str(INSTANCES),
+                           "--repos", str(next(iter(repos.values())).parent), "--out", str(out),
+                           "--endpoint", f"http://127.0.0.1:{port}/v1", "--served-model", "m",
+                           "endpoint.max_retries=0", f"endpoint.cache_dir={tmp_path / 'cache'}", "progress=false"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error: every file request failed (12 of 12); first error: URLError calling "
+                                  f"http://127.0.0.1:{port}/v1/chat/completions"), proc.stderr
+    assert not out.exists() and not (tmp_path / "preds.trace.jsonl").exists()

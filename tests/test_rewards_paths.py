@@ -6,7 +6,12 @@ from hypothesis import strategies as st
 
 from swe_rl_jax.data.sample import commit_all, init_repo, write_files
 from swe_rl_jax.data.sources import GitRepo, Instance, RepoLocator, Snapshot
-from swe_rl_jax.eval.agentless import AgentlessOptions, make_candidate, resolve_all
+from swe_rl_jax.policies import PolicyResponse
+from swe_rl_jax.resolve.candidates import make_candidate
+from swe_rl_jax.resolve.driver import Counts, StageSampling, resolve_chunk
+from swe_rl_jax.resolve.options import AgentlessOptions
+from swe_rl_jax.resolve.pipeline import resolve_steps
+from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.rewards import normalize_path, parse_search_replace, swe_rl_reward
 from swe_rl_jax.paths import unsafe_path_reason
 
@@ -92,16 +97,19 @@ def test_resolve_drops_candidates_with_unsafe_paths(repo_with_link, tmp_path):
     repo, commit = repo_with_link
     inst = Instance("o__r-1", "o/r", commit, "f() returns 1 instead of 2", "")
 
-    def respond(prompts, n):
-        if n == 1:  # localization: the one file
-            return [["```\npkg/a.py\n```"] for _ in prompts]
-        return [[*DANGEROUS, GOOD, GOOD.replace("### pkg", "### ./pkg")] for _ in prompts]
+    class Policy:
+        def generate(self, requests):
+            return [PolicyResponse(r.task_id, ("```\npkg/a.py\n```",) if r.n == 1 else  # localization: the one file
+                                   (*DANGEROUS, GOOD, GOOD.replace("### pkg", "### ./pkg"))) for r in requests]
 
     options = AgentlessOptions(num_samples=len(DANGEROUS) + 2)
-    summary = resolve_all([inst], RepoLocator(repo.parent), respond, options, tmp_path / "preds.jsonl", "m")
-    assert summary["candidates_dropped"] == {"invalid_path": len(DANGEROUS)}
-    patch = (tmp_path / "preds.jsonl").read_text()
-    assert summary["with_patch"] == 1 and "a/pkg/a.py b/pkg/a.py" in patch
+    git = GitRepo(repo)
+    steps = resolve_steps(inst, Snapshot(git, git.resolve(commit)), options)
+    sampling = StageSampling(SamplingParams(), SamplingParams())
+    [res] = resolve_chunk([(inst.instance_id, steps)], Policy(), sampling, 0, Counts())
+    assert [c.dropped for c in res.candidates] == ["invalid_path"] * len(DANGEROUS) + ["", ""]
+    patch = res.patch
+    assert res.status == "patch" and "a/pkg/a.py b/pkg/a.py" in patch
     assert all(bad not in patch for bad in ("outside", ".git/", "link/", "\\t"))
     read = lambda paths: {}  # noqa: E731 - every path is new: only the path decides
     assert [make_candidate(0, a, read).dropped for a in DANGEROUS[:4]] == ["invalid_path"] * 4

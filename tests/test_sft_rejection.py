@@ -5,7 +5,7 @@ import pytest
 
 from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.sft.rejection import RejectionConfig, judge, rejection_sample, write_sft_rows
-from swe_rl_jax.teachers import JsonlTeacher
+from swe_rl_jax.policies import RecordedPolicy
 
 OLD = {"pkg/a.py": "def f():\n    return 1\n\n\ndef g():\n    return 'g'\n"}
 NEW = {"pkg/a.py": "def f():\n    return 2\n\n\ndef g():\n    return 'g'\n"}
@@ -85,7 +85,7 @@ def test_end_to_end_with_file_teacher(tmp_path):
         {"task_id": "i1/file_localization", "responses": ["```\npkg/b.py\n```", "```\npkg/c.py\n```"]},
         {"task_id": "i1/edit_generation", "responses": [block("    return 9", "x")]},
     ]) + "\n")
-    rows, report = rejection_sample(recs, JsonlTeacher(teacher_file), RejectionConfig(num_workers=1, samples_per_prompt=2))
+    rows, report = rejection_sample(recs, RecordedPolicy(teacher_file), RejectionConfig(num_workers=1, samples_per_prompt=2))
     assert [r["response"] for r in rows] == ["```\npkg/b.py\n```"]
     assert report.rates() == {"repo/o/r1": 0.5, "repo/o/r2": 0.0,
                               "subtask/edit_generation": 0.0, "subtask/file_localization": 0.5}

@@ -1,7 +1,7 @@
 """`curate`: SWE-RL instances from GitHub's hourly event archive and local clones.
 
     python -m swe_rl_jax.cli curate --events 'archive/2015-01-01-*.json.gz' --repos clones --out curated
-    python -m swe_rl_jax.cli curate --events archive/ --repos clones --out curated --related-policy teacher.yaml
+    python -m swe_rl_jax.cli curate --events archive/ --repos clones --out curated --related-policy policy.yaml
 
 Merged pull requests with their events in time order and their linked issues → one SWE-bench-style
 instance each (`OUT/instances.jsonl`, ids `owner__name-N`, ready for `build-data --instances`),
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--related-files", type=int, default=dc.related_files, metavar="K",
                    help="related but unmodified files kept per instance (%(default)s)")
     p.add_argument("--related-policy", metavar="YAML",
-                   help="a teacher config (kind: jsonl | http | sampler, as rejection-sample takes) that "
+                   help="a policy config (kind: jsonl | http | sampler, as rejection-sample takes) that "
                         "chooses the related files (default: the import heuristic)")
     p.add_argument("--shortlist", type=int, default=dc.shortlist, metavar="N",
                    help="heuristic candidates the policy chooses among (%(default)s)")
@@ -48,16 +48,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _teacher_policy(config_path: str) -> Ask:
-    """The teacher a config names, asked greedily for one answer per prompt."""
-    from swe_rl_jax.teachers import TeacherRequest, check_any_answered
-    from swe_rl_jax.teachers.config import TeacherConfig, make_teacher
+def _related_policy(config_path: str) -> Ask:
+    """The policy a config names, asked greedily for one answer per prompt."""
+    from swe_rl_jax.policies import PolicyRequest, check_any_answered
+    from swe_rl_jax.policies.config import PolicyConfig, make_policy
 
-    teacher = make_teacher(load_config(TeacherConfig, config_path))
+    policy = make_policy(load_config(PolicyConfig, config_path))
 
     def ask(prompts: Sequence[tuple[str, tuple[Message, ...]]]) -> list[str]:
-        responses = teacher.generate([TeacherRequest(task_id, messages, n=1, temperature=0.0, max_tokens=512)
-                                      for task_id, messages in prompts])
+        responses = policy.generate([PolicyRequest(task_id, messages, n=1, temperature=0.0, max_tokens=512)
+                                     for task_id, messages in prompts])
         check_any_answered(responses)
         return [r.completions[0] if r.completions else "" for r in responses]
 
@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
     mining = from_dict(MiningOptions, given_flags(args, ("max_files", "max_changed_lines")))
     build = from_dict(BuildOptions, given_flags(args, ("file_patterns", "exclude_patterns")))
     opts = CurateOptions(args.events, args.repos, args.out, args.related_files, args.shortlist, args.keep_store)
-    policy = _teacher_policy(args.related_policy) if args.related_policy else None
+    policy = _related_policy(args.related_policy) if args.related_policy else None
     report = curate(opts, mining, build.source_filter(), policy)
     print(json.dumps({"instances": report["instances"], "events": report["events"]["counts"],
                       "pull_requests": report["pull_requests"]["counts"], "seconds": report["seconds"]}, indent=2))

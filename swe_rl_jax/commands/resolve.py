@@ -1,14 +1,19 @@
 """`resolve`: Agentless-style inference on SWE-bench instances → predictions JSONL for `evaluate`.
 
     python -m swe_rl_jax.cli resolve --instances FILE --repos DIR --out preds.jsonl [--config FILE]
+        [--endpoint http://HOST:PORT/v1 --served-model NAME] [--shard I/N]
         [key=value ...]      e.g. model.checkpoint=outputs/rl/hf agentless.num_samples=8
 
 Per instance: file → function → line localization → `agentless.num_samples` SEARCH/REPLACE
-repairs → git diffs → drop broken / blank-only patches → majority vote (swe_rl_jax/eval/agentless.py,
-docs/EVAL.md). Writes one row `{"instance_id", "model_name_or_path", "model_patch"}` per instance
-(`model_patch` "" when no candidate survives) and `<out stem>.trace.jsonl` with what each stage
-found; prints a summary. Localization prompts use `localization` sampling (greedy by default),
-repairs `repair` sampling with n = `agentless.num_samples` (greedy when that is 1).
+repairs → git diffs → drop broken / blank-only patches → majority vote (swe_rl_jax/resolve/,
+docs/EVAL.md), batched across instances (`chunk` at a time). The policy is the in-process sampler
+on `model`, or an OpenAI-compatible endpoint (--endpoint, --served-model; `endpoint.*` keys), or a
+file of recorded answers (`answers=FILE`). Writes one row `{"instance_id", "model_name_or_path",
+"model_patch"}` per instance (`model_patch` "" when no candidate survives) and
+`<out stem>.trace.jsonl` with what each stage found, every raw answer and candidate patch; prints
+a summary. A rerun on the same --out resumes: finished instances are kept, not sampled again.
+Localization prompts use `localization` sampling (greedy by default), repairs `repair` sampling
+with n = `agentless.num_samples`. Exit 1 with one line when every request of a stage failed.
 """
 from __future__ import annotations
 
@@ -20,7 +25,8 @@ from typing import Sequence
 
 from swe_rl_jax.config import load_config, require
 from swe_rl_jax.data.sources import InputError
-from swe_rl_jax.eval.resolve import ResolveConfig, run_resolve
+from swe_rl_jax.resolve.config import ResolveConfig
+from swe_rl_jax.resolve.run import run_resolve
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,15 +36,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repos", help="directory with one clone per repository "
                                    "(<owner>__<name>, <owner>/<name> or <name>)")
     p.add_argument("--out", help="predictions JSONL to write")
+    p.add_argument("--endpoint", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
+                                      "(default: the in-process sampler on model.checkpoint)")
+    p.add_argument("--served-model", help="the model name the endpoint serves (required with --endpoint)")
+    p.add_argument("--shard", help="I/N: resolve the I-th (0-based) of N contiguous slices of the instances")
     p.add_argument("--config", default=None, help="YAML config (ResolveConfig)")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. agentless.num_samples=8")
     return p
 
 
 def parse_args(argv: Sequence[str]) -> ResolveConfig:
-    args = _parser().parse_args(list(argv))
-    config = load_config(ResolveConfig, args.config, args.overrides)
-    flags = {k: v for k, v in (("instances", args.instances), ("repos", args.repos), ("out", args.out)) if v}
+    args = _parser().parse_intermixed_args(list(argv))  # key=value overrides may sit between flags
+    require(not args.endpoint or bool(args.served_model), "served_model", "is required with --endpoint")
+    endpoint = [f"endpoint.base_url={args.endpoint}", f"endpoint.model={args.served_model}"] if args.endpoint else []
+    config = load_config(ResolveConfig, args.config, [*args.overrides, *endpoint])
+    flags = {k: v for k, v in (("instances", args.instances), ("repos", args.repos), ("out", args.out),
+                               ("shard", args.shard)) if v}
     config = dataclasses.replace(config, **flags)
     require(bool(config.instances), "instances", "is required (--instances FILE)")
     require(bool(config.repos), "repos", "is required (--repos DIR)")

@@ -84,3 +84,52 @@ def bm25_ranking(issue: str, paths: Sequence[str], contents: Mapping[str, Option
     """`paths`, the best match for `issue` first; equal scores (a query sharing no term with a
     file) keep the order of `paths`. A path without contents is ranked by its path alone."""
     return FileRanking(paths, contents).rank(issue)
+
+
+# Lexical matching of issue words with paths and definitions: the file fallback of `resolve`
+# (resolve/localization.py) and the `lexical` baseline of file localization (eval/baselines.py).
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEFINED = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+# Words too common in issues and code to say anything about where the bug is.
+_STOPWORDS = frozenset("""a an and are as at be but by can do does for from has have if in into is it its
+not of on or self that the this to was when which while with none true false return def class import
+init main test tests py get set new error issue bug fix""".split())
+
+
+def issue_words(text: str) -> set[str]:
+    """Identifier-like words of the issue (lower case, stop words and 1-2 letter words dropped),
+    with their `_`-separated parts: `to_duration` also gives `duration`."""
+    words = set()
+    for w in _WORD.findall(text):
+        for part in [w, *w.split("_")]:
+            part = part.lower()
+            if len(part) > 2 and part not in _STOPWORDS:
+                words.add(part)
+    return words
+
+
+def lexical_file_ranking(issue: str, paths: Sequence[str], contents: Mapping[str, Optional[str]]) -> list[str]:
+    """`paths` ranked by a lexical match with the issue, best first, ties in path order.
+
+    Score of a file: 10 if its path or dotted module name appears in the issue; + 3 per path
+    component (directory or file stem) that is an issue word; + 1 per distinct issue word that the
+    file defines as a function or class name (`contents`, when given)."""
+    words = issue_words(issue)
+    low = issue.lower()
+
+    def score(path: str) -> int:
+        s = 0
+        stem = path[:-3] if path.endswith(".py") else path
+        if path.lower() in low or (stem.count("/") and stem.replace("/", ".").lower() in low):
+            s += 10
+        parts = [p.lower() for p in stem.split("/") if p]
+        s += 3 * sum(p in words for p in parts)
+        text = contents.get(path)
+        if text:
+            s += len({m.lower() for m in _DEFINED.findall(text)} & words)
+        return s
+
+    scores = {p: score(p) for p in paths}
+    order = {p: i for i, p in enumerate(paths)}
+    return sorted(paths, key=lambda p: (-scores[p], order[p]))

@@ -32,9 +32,8 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from swe_rl_jax.data.prompts import issue_of
 from swe_rl_jax.data.records import TaskRecord
-from swe_rl_jax.data.retrieval import bm25_ranking
+from swe_rl_jax.data.retrieval import bm25_ranking, lexical_file_ranking
 from swe_rl_jax.data.sources import GitRepo, RepoLocator, Snapshot
-from swe_rl_jax.eval.agentless import lexical_file_ranking
 from swe_rl_jax.eval.metrics import Outcome, outcome
 from swe_rl_jax.rewards import score_batch
 from swe_rl_jax.scoring import reward_task

@@ -12,7 +12,7 @@ the step an inference system takes between the model and its patch, as Aider's d
 keep SWE-RL's exact match, so RL still pays for exact indentation.
 
 This is SWE-RL's evaluation setting (the model edits the files the oracle patch touches) in
-SoRFT's edit format (the localized segments of those files); `resolve` (eval/agentless.py) is the
+SoRFT's edit format (the localized segments of those files); `resolve` (swe_rl_jax/resolve/) is the
 full pipeline, where the model also finds the files.
 """
 from __future__ import annotations

@@ -51,8 +51,21 @@ def evaluate(
         batch = order[start:start + batch_size]
         for r in generate(config, params, [prompts[i] for i in batch], sampling, key, tokenizer=tokenizer):
             answers[batch[r.prompt_index]][r.sample_index] = r.text or ""
+    return score_answers(records, answers, rewards=rewards, num_workers=num_workers, pool=pool, reward_meta=reward_meta)
+
+
+def score_answers(
+    records: Sequence[TaskRecord],
+    answers: Sequence[Sequence[str]],
+    *,
+    rewards: Optional[Mapping[str, str]] = None,
+    num_workers: int = 0,
+    pool: Optional[RewardPool] = None,
+    reward_meta: Optional[Mapping[str, Any]] = None,
+) -> EvalResult:
+    """Scores each record's answers (the same number per record) by the record's reward."""
     texts = [t for per_record in answers for t in per_record]
-    records = [r for r in records for _ in range(sampling.n)]  # each record's n responses in a row
+    records = [r for r, per_record in zip(records, answers) for _ in per_record]  # each record's answers in a row
     scored = score_batch([reward_task(r, t, rewards, reward_meta) for r, t in zip(records, texts)], pool=pool,
                          num_workers=num_workers or None)
     outcomes = [outcome(r.subtask, r.repo, s, info) for r, (s, info) in zip(records, scored)]

@@ -63,7 +63,7 @@ from swe_rl_jax.sft.rejection_run import RejectionRunConfig, run_rejection
 from swe_rl_jax.sft.run import SFTConfig, run_sft
 from swe_rl_jax.subtasks import LOCALIZATION_SUBTASKS, subtask
 from swe_rl_jax.synth.issue_text import ISSUE_STYLES
-from swe_rl_jax.teachers.config import TeacherConfig
+from swe_rl_jax.policies.config import PolicyConfig
 
 LEVELS = tuple(subtask(name).level for name in LOCALIZATION_SUBTASKS)  # "file", "function", "line"
 EDIT = "edit_generation"  # the edit subtask judged by the harness (its records' instances have tests)
@@ -89,7 +89,7 @@ class MainConfig:
     renamed_copies: int = 0
     sft_data: Literal["teacher", "ground_truth"] = "teacher"  # teacher responses (rejection-sampled) or the ground truth
     # The shipped sample's teacher answers, wherever the command runs from.
-    teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(path=str(SAMPLE_DIR / "teacher_responses.jsonl")))
+    teacher: PolicyConfig = field(default_factory=lambda: PolicyConfig(path=str(SAMPLE_DIR / "teacher_responses.jsonl")))
     rejection: RejectionConfig = field(default_factory=lambda: RejectionConfig(samples_per_prompt=5, num_workers=1))
     sft: SFTConfig = field(default_factory=SFTConfig)  # paths are set by the pipeline
     rl: RLConfig = field(default_factory=RLConfig)  # paths and model are set by the pipeline

@@ -5,7 +5,7 @@ sample, in two settings:
   `edit_generation` records, whose prompts show the segments of the files the fix touches; the
   answers become patches (`eval/edit_resolution.py`) and the harness runs the instances' tests.
   The rule-based repair baseline (`eval/repair_baseline.py`) is judged the same way.
-- **pipeline** (`resolve`, eval/agentless.py): each model finds the files, functions and lines
+- **pipeline** (`resolve`, swe_rl_jax/resolve/): each model finds the files, functions and lines
   itself, then edits. CPU budget: greedy, short generations (`sampling`), one repair sample per
   instance; prompts past `max_prompt_tokens` get no answer (the stage falls back, as `resolve`
   documents); the first `max_instances` held-out instances in record order.
@@ -20,11 +20,12 @@ from swe_rl_jax.config import require
 from swe_rl_jax.data.records import TaskRecord, read_split_records
 from swe_rl_jax.data.sample import SAMPLE_DIR
 from swe_rl_jax.data.sources import RepoLocator, load_instances
-from swe_rl_jax.eval.agentless import AgentlessOptions
 from swe_rl_jax.eval.edit_resolution import resolution_report
-from swe_rl_jax.eval.resolve import ResolveConfig, run_resolve
 from swe_rl_jax.harness import HarnessOptions, Limits, evaluate_predictions, load_predictions, load_specs, write_report
 from swe_rl_jax.policy import ModelSource
+from swe_rl_jax.resolve.config import ResolveConfig
+from swe_rl_jax.resolve.options import AgentlessOptions
+from swe_rl_jax.resolve.run import run_resolve
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.synth.sample import synth_instances_file
 
@@ -84,6 +85,9 @@ def resolve_and_evaluate(config: ResolutionConfig, model: ModelSource, records_d
     (out_dir/predictions.jsonl) and their test report (out_dir/report.json); returns the resolve
     and harness summaries."""
     predictions = out_dir / "predictions.jsonl"
+    # A fresh run each time: `resolve` would resume an earlier job's predictions of the same path.
+    for stale in (predictions, predictions.with_name("predictions.trace.jsonl")):
+        stale.unlink(missing_ok=True)
     resolve = run_resolve(ResolveConfig(
         instances=str(instances_file), repos=str(repos), out=str(predictions), model=model,
         agentless=config.agentless, localization=config.sampling, repair=config.sampling,

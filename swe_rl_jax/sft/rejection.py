@@ -23,7 +23,7 @@ from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.rewards import RewardPool, score_batch
 from swe_rl_jax.scoring import reward_task
 from swe_rl_jax.subtasks import subtask as get_subtask
-from swe_rl_jax.teachers.base import Teacher, TeacherRequest, check_any_answered
+from swe_rl_jax.policies import Policy, PolicyRequest, check_any_answered
 
 
 @dataclass(frozen=True)
@@ -114,20 +114,21 @@ class RejectionReport:
         return "\n".join(lines)
 
 
-def rejection_sample(task_records: Sequence[TaskRecord], teacher: Teacher, config: RejectionConfig,
+def rejection_sample(task_records: Sequence[TaskRecord], teacher: Policy, config: RejectionConfig,
                      pool: RewardPool | None = None) -> tuple[list[dict[str, Any]], RejectionReport]:
     """Samples the teacher k times per record, filters, and returns SFT rows (record + response)."""
-    requests = [TeacherRequest(r.task_id, tuple(r.messages), config.samples_per_prompt, config.temperature,
+    requests = [PolicyRequest(r.task_id, tuple(r.messages), config.samples_per_prompt, config.temperature,
                                config.max_tokens) for r in task_records]
     responses = teacher.generate(requests)
-    check_any_answered(responses)
+    check_any_answered(responses, "teacher")
     judged = judge([list(r.completions) for r in responses], task_records, config, pool)
     report = RejectionReport(Counter(), Counter(), Counter())
     rows = []
     for record, response, items in zip(task_records, responses, judged):
         if not response.completions:
             report.prompts_without_samples += 1
-            report.reasons["teacher_error" if response.error else "no_samples"] += 1
+            report.reasons["teacher_error" if response.error else "prompt_too_long" if response.skipped
+                           else "no_samples"] += 1
         for item in items:
             for group in (f"subtask/{record.subtask}", f"repo/{record.repo}"):
                 report.samples[group] += 1

@@ -15,14 +15,14 @@ from swe_rl_jax.config import require
 from swe_rl_jax.data.records import SPLITS, read_split_records
 from swe_rl_jax.sft.rejection import RejectionConfig, rejection_sample, write_sft_rows
 from swe_rl_jax.subtasks import SUBTASKS
-from swe_rl_jax.teachers.config import TeacherConfig, make_teacher
+from swe_rl_jax.policies.config import PolicyConfig, make_policy
 
 
 @dataclass(frozen=True)
 class RejectionRunConfig:
     records_dir: str
     out_dir: str
-    teacher: TeacherConfig = field(default_factory=TeacherConfig)
+    teacher: PolicyConfig = field(default_factory=PolicyConfig)  # the policy that answers (docs/SFT.md)
     rejection: RejectionConfig = field(default_factory=RejectionConfig)
     splits: tuple[str, ...] = SPLITS
     subtasks: tuple[str, ...] = ()  # default: all
@@ -34,7 +34,7 @@ class RejectionRunConfig:
 
 def run_rejection(config: RejectionRunConfig) -> dict[str, Any]:
     """Samples, filters and writes every split; returns the report (also OUT/report.json)."""
-    teacher = make_teacher(config.teacher)
+    teacher = make_policy(config.teacher)
     report_json = {}
     for split in config.splits:
         records = read_split_records(config.records_dir, split, config.subtasks)

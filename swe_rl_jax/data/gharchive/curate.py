@@ -26,7 +26,7 @@ from swe_rl_jax.data.sources import GitRepo, InputError, RepoLocator
 
 _BATCH = 32  # instances whose related files one policy call chooses
 # A policy as curation asks it: (task id, chat messages) pairs in, one answer each out ("" for none).
-# The command builds it from a teacher config (commands/curate.py); data/ imports no policy code.
+# The command builds it from a policy config (commands/curate.py); data/ imports no policy code.
 Ask = Callable[[Sequence[tuple[str, tuple[Message, ...]]]], list[str]]
 
 

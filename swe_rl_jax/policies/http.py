@@ -1,10 +1,13 @@
-"""A teacher behind any OpenAI-compatible `/chat/completions` endpoint (vLLM, SGLang, hosted APIs).
+"""A policy behind any OpenAI-compatible `/chat/completions` endpoint (vLLM, SGLang, hosted APIs).
 
 Each of the n samples of a request is fetched as its own call with `n=1` and cached under its own
 key (request content + sample index): endpoints differ in `n` support, and per-sample entries let an
-interrupted run resume sample by sample. Calls run on a bounded thread pool; 429, 5xx, timeouts
-and connection errors are retried with exponential backoff (honouring `Retry-After`); other 4xx
-are not retried. The API key is read from an environment variable (checked when the teacher is
+interrupted run resume sample by sample. Sample i of a request with a seed is sent with the seed
+derive_seed(seed, i). `temperature`, `top_p`, `max_tokens`, `stop` and `seed` are passed through.
+Calls run on a thread pool of `concurrency` (the samples of every request of a batch, across
+instances, are in flight together); 429, 5xx, timeouts, connection errors and broken reads (a
+truncated body, an SSL error mid-read) are retried with exponential backoff, honouring
+`Retry-After` up to `backoff_max_s`; other 4xx are not retried. The API key is read from an environment variable (checked when the policy is
 made, read again at call time) and only ever placed in the Authorization header: it is not part of
 cache keys, files, logs or errors, and the CLI masks it in any error it prints. Redirects are
 not followed: a 3xx answer is a failed request, so the key is never sent to another URL and only
@@ -12,10 +15,10 @@ completions from `base_url` itself are cached.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import random
-import socket
 import threading
 import time
 import urllib.error
@@ -26,27 +29,27 @@ from typing import Any, Sequence
 
 from swe_rl_jax.config import ConfigError, require
 from swe_rl_jax.redaction import register_secret
-from swe_rl_jax.teachers.base import TeacherRequest, TeacherResponse
-from swe_rl_jax.teachers.cache import CompletionCache, cache_key
+from swe_rl_jax.policies.base import PolicyRequest, PolicyResponse, derive_seed
+from swe_rl_jax.policies.cache import CompletionCache, cache_key
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
 @dataclass(frozen=True)
-class HttpTeacherConfig:
+class HttpPolicyConfig:
     base_url: str  # e.g. http://127.0.0.1:8000/v1
     model: str
     api_key_env: str = "OPENAI_API_KEY"  # name of the variable, never the key itself
-    max_concurrency: int = 8
+    concurrency: int = 64  # requests in flight at once
     max_retries: int = 5
     timeout_s: float = 120.0
     backoff_s: float = 1.0
     backoff_max_s: float = 30.0
-    cache_dir: str = "outputs/teacher_cache"
+    cache_dir: str = "outputs/policy_cache"
 
     def __post_init__(self) -> None:
         require(self.base_url.startswith(("http://", "https://")), "base_url", f"not an http(s) URL: {self.base_url!r}")
-        require(self.max_concurrency > 0, "max_concurrency", "must be > 0")
+        require(self.concurrency > 0, "concurrency", "must be > 0")
         require(self.max_retries >= 0, "max_retries", "must be >= 0")
         require(self.timeout_s > 0, "timeout_s", "must be > 0")
 
@@ -74,8 +77,8 @@ def api_key(env: str) -> str | None:
     return key
 
 
-class HttpTeacher:
-    def __init__(self, config: HttpTeacherConfig):
+class HttpPolicy:
+    def __init__(self, config: HttpPolicyConfig):
         self.config = config
         self.cache = CompletionCache(config.cache_dir)
         self.stats = {"calls": 0, "cache_hits": 0, "retries": 0, "failures": 0}
@@ -87,9 +90,9 @@ class HttpTeacher:
         with self._lock:
             self.stats[name] += 1
 
-    def generate(self, requests: Sequence[TeacherRequest]) -> list[TeacherResponse]:
+    def generate(self, requests: Sequence[PolicyRequest]) -> list[PolicyResponse]:
         jobs = [(r, i) for r in requests for i in range(r.n)]
-        with ThreadPoolExecutor(max_workers=self.config.max_concurrency) as pool:
+        with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
             results = list(pool.map(lambda job: self._sample(*job), jobs))
         out, k = [], 0
         for r in requests:
@@ -97,20 +100,29 @@ class HttpTeacher:
             k += r.n
             completions = tuple(c for c, _ in got if c is not None)
             errors = sorted({e for _, e in got if e})
-            out.append(TeacherResponse(r.task_id, completions, "; ".join(errors)))
+            out.append(PolicyResponse(r.task_id, completions, "; ".join(errors)))
         return out
 
-    def _payload(self, request: TeacherRequest) -> dict[str, Any]:
-        return {
+    def _payload(self, request: PolicyRequest, index: int) -> dict[str, Any]:
+        payload = {
             "model": self.config.model,
             "messages": [dict(m) for m in request.messages],
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
             "n": 1,
         }
+        if request.top_p < 1.0:
+            payload["top_p"] = request.top_p
+        if request.top_k:
+            payload["top_k"] = request.top_k
+        if request.stop:
+            payload["stop"] = list(request.stop)
+        if request.seed is not None:
+            payload["seed"] = derive_seed(request.seed, index)
+        return payload
 
-    def _sample(self, request: TeacherRequest, index: int) -> tuple[str | None, str]:
-        payload = self._payload(request)
+    def _sample(self, request: PolicyRequest, index: int) -> tuple[str | None, str]:
+        payload = self._payload(request, index)
         key = cache_key({"base_url": self.config.base_url, "sample": index, **payload})
         cached = self.cache.get(key)
         if cached is not None:
@@ -148,13 +160,19 @@ class HttpTeacher:
                 if e.code not in RETRYABLE_STATUS:
                     raise RequestFailed(last) from None
                 retry_after = _retry_after(e.headers.get("Retry-After"))
-            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as e:
+            except (OSError, http.client.HTTPException) as e:
+                # URLError, timeouts, refused or reset connections, SSL errors, and a body cut short
+                # (IncompleteRead) or a dropped connection while reading: all transient.
                 last = f"{type(e).__name__} calling {url}: {getattr(e, 'reason', e)}"
             except (json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError) as e:
                 raise RequestFailed(f"malformed response from {url}: {type(e).__name__}") from None
             if attempt < self.config.max_retries:
                 delay = min(self.config.backoff_max_s, self.config.backoff_s * 2**attempt)
-                time.sleep(retry_after if retry_after is not None else delay * (0.5 + random.random() / 2))
+                # A server's Retry-After is honoured up to backoff_max_s: "retry in an hour" must not
+                # stall a run for an hour.
+                wait = min(retry_after, self.config.backoff_max_s) if retry_after is not None else \
+                    delay * (0.5 + random.random() / 2)
+                time.sleep(wait)
         raise RequestFailed(f"{last} (gave up after {self.config.max_retries + 1} attempts)")
 
 

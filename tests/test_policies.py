@@ -1,4 +1,5 @@
-"""Teacher back ends: an OpenAI-compatible client against a scripted local server, and JSONL replay."""
+"""Policy back ends: an OpenAI-compatible client against a scripted local server, and recorded answers."""
+import dataclasses
 import json
 import os
 import socket
@@ -12,8 +13,7 @@ import pytest
 
 from swe_rl_jax.cli import main as cli
 from swe_rl_jax.data.records import TaskRecord, records_file
-from swe_rl_jax.teachers import (HttpTeacher, HttpTeacherConfig, JsonlTeacher, TeacherFileError,
-                                 TeacherRequest)
+from swe_rl_jax.policies import HttpPolicy, HttpPolicyConfig, PolicyRequest, RecordedAnswersError, RecordedPolicy
 
 SECRET = "sk-test-DO-NOT-WRITE-7f3a9c"
 
@@ -21,7 +21,8 @@ SECRET = "sk-test-DO-NOT-WRITE-7f3a9c"
 class ScriptedServer:
     """Answers by the last user message: `ok:X`, `slow:X`, `flaky:X` (two 429s then ok),
     `broken` (always 500), `bad` (400), `hang` (longer than the client timeout), `redirect:X` (302
-    to `redirect_to`). A GET (what a followed 302 becomes) is answered with a completion too."""
+    to `redirect_to`), `truncated:X` (the first body cut short: IncompleteRead), `later:X` (a 429
+    with `Retry-After: 3600`, then ok). A GET (what a followed 302 becomes) is answered with a completion too."""
 
     def __init__(self):
         self.redirect_to = ""
@@ -29,6 +30,7 @@ class ScriptedServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.auth_headers: set[str] = set()
+        self.bodies: list[dict] = []
         self.lock = threading.Lock()
         server = self
 
@@ -51,6 +53,7 @@ class ScriptedServer:
                 prompt = body["messages"][-1]["content"]
                 with server.lock:
                     server.calls[prompt] = server.calls.get(prompt, 0) + 1
+                    server.bodies.append(body)
                     count = server.calls[prompt]
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
@@ -66,6 +69,18 @@ class ScriptedServer:
                         self.send_response(code)
                         self.send_header("Retry-After", "0")
                         self.end_headers()
+                        return
+                    if kind == "later" and count == 1:
+                        self.send_response(429)
+                        self.send_header("Retry-After", "3600")
+                        self.end_headers()
+                        return
+                    if kind == "truncated" and count == 1:
+                        self.send_response(200)
+                        self.send_header("Content-Length", "1000")
+                        self.end_headers()
+                        self.wfile.write(b'{"choices": [')
+                        self.close_connection = True
                         return
                     if kind == "bad":
                         self.send_response(400)
@@ -109,11 +124,11 @@ def server():
 def _teacher(server, tmp_path, **kw):
     cfg = dict(base_url=server.url, model="teacher", api_key_env="SWE_TEST_KEY", backoff_s=0.01,
                backoff_max_s=0.05, cache_dir=str(tmp_path / "cache"))
-    return HttpTeacher(HttpTeacherConfig(**{**cfg, **kw}))
+    return HttpPolicy(HttpPolicyConfig(**{**cfg, **kw}))
 
 
 def _req(prompt, n=1):
-    return TeacherRequest(task_id=prompt, messages=({"role": "user", "content": prompt},), n=n)
+    return PolicyRequest(task_id=prompt, messages=({"role": "user", "content": prompt},), n=n)
 
 
 def test_samples_order_retries_and_failures(server, tmp_path, monkeypatch):
@@ -141,7 +156,7 @@ def test_cache_means_a_rerun_never_pays_twice(server, tmp_path):
 
 def test_concurrency_is_bounded(server, tmp_path):
     t0 = time.time()
-    _teacher(server, tmp_path, max_concurrency=2).generate([_req(f"slow:{i}") for i in range(6)])
+    _teacher(server, tmp_path, concurrency=2).generate([_req(f"slow:{i}") for i in range(6)])
     assert server.max_in_flight == 2
     assert time.time() - t0 >= 3 * 0.25 * 0.9  # 6 calls of 0.25 s, two at a time
 
@@ -208,7 +223,7 @@ def test_dead_endpoint_reports_its_error_and_fails(tmp_path, capsys):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    assert cli(_http_args(tmp_path, f"http://127.0.0.1:{port}/v1")) == 2
+    assert cli(_http_args(tmp_path, f"http://127.0.0.1:{port}/v1")) == 1  # a failed run, not bad input
     err = capsys.readouterr().err
     assert "every teacher request failed (1 of 1)" in err and "Connection refused" in err
     assert not (tmp_path / "out" / "report.json").exists()
@@ -217,18 +232,18 @@ def test_dead_endpoint_reports_its_error_and_fails(tmp_path, capsys):
 def test_config_errors_name_the_key():
     from swe_rl_jax.config import ConfigError
     with pytest.raises(ConfigError, match="base_url"):
-        HttpTeacherConfig(base_url="localhost:8000", model="m")
-    with pytest.raises(ConfigError, match="max_concurrency"):
-        HttpTeacherConfig(base_url="http://x", model="m", max_concurrency=0)
+        HttpPolicyConfig(base_url="localhost:8000", model="m")
+    with pytest.raises(ConfigError, match="concurrency"):
+        HttpPolicyConfig(base_url="http://x", model="m", concurrency=0)
 
 
 def test_jsonl_teacher(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text('{"task_id": "a", "response": "r1"}\n\n{"task_id": "a", "responses": ["r2", "r3"]}\n'
                     '{"task_id": "b", "responses": []}\n')
-    out = JsonlTeacher(path).generate([_req("a", n=2), _req("b"), _req("c")])
+    out = RecordedPolicy(path).generate([_req("a", n=2), _req("b"), _req("c")])
     assert out[0].completions == ("r1", "r2")
-    assert out[1].completions == () and out[2].error == "no responses for this task id"
+    assert out[1].completions == () and "no recorded answer for 'c'" in out[2].error
 
 
 @pytest.mark.parametrize("content, needle", [
@@ -239,7 +254,89 @@ def test_jsonl_teacher(tmp_path):
 def test_jsonl_teacher_bad_lines(tmp_path, content, needle):
     path = tmp_path / "t.jsonl"
     path.write_text(content + "\n")
-    with pytest.raises(TeacherFileError, match=needle):
-        JsonlTeacher(path)
-    with pytest.raises(TeacherFileError, match="not found"):
-        JsonlTeacher(tmp_path / "missing.jsonl")
+    with pytest.raises(RecordedAnswersError, match=needle):
+        RecordedPolicy(path)
+    with pytest.raises(RecordedAnswersError, match="not found"):
+        RecordedPolicy(tmp_path / "missing.jsonl")
+
+
+def test_a_truncated_body_is_retried_not_raised(server, tmp_path):
+    """http.client.IncompleteRead (a body cut short) used to escape the thread pool and abort the
+    whole batch; it is a transient failure like a reset connection."""
+    out = _teacher(server, tmp_path, max_retries=2).generate([_req("truncated:a"), _req("ok:b")])
+    assert out[0].completions == ("answer to truncated:a #2",) and not out[0].error
+    assert out[1].completions == ("answer to ok:b #1",)
+
+
+def test_retry_after_is_capped(server, tmp_path, monkeypatch):
+    """`Retry-After: 3600` waits backoff_max_s, not an hour."""
+    import swe_rl_jax.policies.http as http_policy
+
+    slept = []
+    monkeypatch.setattr(http_policy.time, "sleep", slept.append)
+    out = _teacher(server, tmp_path, max_retries=2, backoff_max_s=0.05).generate([_req("later:a")])
+    assert out[0].completions == ("answer to later:a #2",)
+    assert slept == [0.05]
+
+
+def test_sampling_settings_are_passed_through(server, tmp_path):
+    """temperature, top_p, max_tokens, stop go to the endpoint as given; each sample gets its own
+    seed derived from the request's seed, so n = 1 calls do not repeat one sample."""
+    from swe_rl_jax.policies import derive_seed
+
+    request = PolicyRequest("t", ({"role": "user", "content": "ok:s"},), n=2, temperature=0.5, max_tokens=7,
+                            top_p=0.9, stop=("</x>",), seed=11)
+    _teacher(server, tmp_path).generate([request])
+    bodies = sorted(server.bodies, key=lambda b: b["seed"])
+    assert [b["seed"] for b in bodies] == sorted([derive_seed(11, 0), derive_seed(11, 1)])
+    assert all((b["temperature"], b["top_p"], b["max_tokens"], b["stop"], b["n"]) == (0.5, 0.9, 7, ["</x>"], 1)
+               for b in bodies)
+
+
+# ---------------------------------------------------------------------------- the in-process sampler
+
+
+@pytest.fixture(scope="module")
+def tiny_sampler(tiny_llama):
+    from swe_rl_jax.policies.config import PolicyConfig, make_policy
+    from swe_rl_jax.policy import ModelSource
+    from swe_rl_jax.sampling.config import RolloutConfig
+
+    model = ModelSource(checkpoint=str(tiny_llama), tokenizer="smollm2")
+    return make_policy(PolicyConfig(kind="sampler", model=model), RolloutConfig(slots=8))
+
+
+def _chat(text, **kw):
+    return PolicyRequest(text[:20], ({"role": "user", "content": text},), **{"n": 2, "temperature": 1.0,
+                                                                               "max_tokens": 5, **kw})
+
+
+def test_sampler_answers_do_not_depend_on_the_batch(tiny_sampler):
+    """A seeded request gets the same samples alone or beside others (of other prompt lengths,
+    which run as their own length group: one engine call each)."""
+    a = _chat("fix the bug in parse()", seed=7)
+    long = _chat("a much longer prompt " * 40, seed=8)
+    calls = tiny_sampler.stats["generate_calls"]
+    [alone] = tiny_sampler.generate([a])
+    together = tiny_sampler.generate([long, a, _chat("another short one", seed=9)])
+    assert tiny_sampler.stats["generate_calls"] - calls == 1 + 2  # the long prompt is a group of its own
+    assert together[1].completions == alone.completions and len(alone.completions) == 2
+    assert alone.completions[0] != alone.completions[1]  # sample i draws with its own key
+    assert tiny_sampler.generate([dataclasses.replace(a, seed=70)])[0].completions != alone.completions
+
+
+def test_sampler_respects_the_model_context(tiny_sampler, monkeypatch):
+    """A prompt that leaves no room in max_position_embeddings is not sent (skipped, with the
+    reason); a prompt that fits gets at most what the context has left."""
+    short = _chat("hi", n=1, max_tokens=50, seed=1)
+    length = len(tiny_sampler.tokenizer.encode_prompt(list(short.messages)))
+    monkeypatch.setattr(tiny_sampler, "config", dataclasses.replace(tiny_sampler.config,
+                                                                    max_position_embeddings=length + 3))
+    seen = []
+    real = tiny_sampler.engine.run
+    monkeypatch.setattr(tiny_sampler.engine, "run", lambda c, p, reqs, **kw: seen.extend(reqs) or real(c, p, reqs, **kw))
+    fits, too_long = tiny_sampler.generate([short, _chat("a longer prompt " * 5, n=1, seed=2)])
+    assert [r.sampling.max_new_tokens for r in seen] == [3]
+    assert len(fits.completions) == 1 and not fits.skipped
+    assert too_long.completions == () and "leaves no room in the model's context of" in too_long.skipped
+    assert not too_long.failed  # a skip is not a failure: it never stops a run

@@ -1,0 +1,69 @@
+"""`ResolveConfig`: the instances, the clones, the policy and the sampling of each stage of a
+`resolve` run, and how the run is split (shards) and resumed (docs/EVAL.md)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from swe_rl_jax.config import require
+from swe_rl_jax.parallel import MeshConfig
+from swe_rl_jax.policies.config import PolicyConfig
+from swe_rl_jax.policies.http import HttpPolicyConfig
+from swe_rl_jax.policy import ModelSource
+from swe_rl_jax.resolve.options import AgentlessOptions
+from swe_rl_jax.sampling import SamplingParams
+from swe_rl_jax.sampling.config import RolloutConfig
+
+
+@dataclass(frozen=True)
+class ResolveConfig:
+    instances: str = ""  # SWE-bench instances (JSONL or JSON array); --instances
+    repos: str = ""  # directory of clones: <owner>__<name>, <owner>/<name> or <name>; --repos
+    fields: dict[str, str] = field(default_factory=dict)  # instance field -> column of the export (docs/DATA.md)
+    out: str = "outputs/predictions.jsonl"  # --out; a rerun on the same file resumes
+    trace_out: str = ""  # default: <out stem>.trace.jsonl next to `out`
+    # The policy: the in-process sampler on `model` (default), an OpenAI-compatible `endpoint`
+    # (--endpoint URL --served-model NAME), or `answers`, a JSONL file of recorded answers keyed
+    # `<instance_id>/<stage>` (policies/recorded.py).
+    model: ModelSource = field(default_factory=ModelSource)
+    endpoint: Optional[HttpPolicyConfig] = None
+    answers: str = ""
+    model_name: str = ""  # model_name_or_path in the predictions (default: the served model or model.checkpoint)
+    agentless: AgentlessOptions = field(default_factory=AgentlessOptions)
+    localization: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024,
+                                                                                temperature=0.0))
+    repair: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024, temperature=0.8))
+    # Sampler: longer prompts are not sent (the stage falls back); the model's context
+    # (max_position_embeddings) limits every prompt too.
+    max_prompt_tokens: int = 16384
+    instance_ids: tuple[str, ...] = ()  # only these instances (default: all); an unknown id is an error
+    limit: int = 0  # only the first N instances (after instance_ids); 0 = all
+    shard: str = ""  # I/N: the I-th (0-based) of N contiguous slices of the instances (after limit); --shard
+    chunk: int = 32  # instances whose questions are batched together
+    mesh: MeshConfig = field(default_factory=MeshConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)  # the sampler's layout (on `mesh`) and batching
+    seed: int = 0  # sampling keys derive from (seed, instance id, stage)
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        require(self.max_prompt_tokens > 0, "max_prompt_tokens", "must be > 0")
+        require(self.limit >= 0, "limit", "must be >= 0")
+        require(self.chunk >= 1, "chunk", "must be >= 1")
+        require(self.localization.n == 1, "localization.n", "must be 1 (one answer per localization prompt)")
+        require(self.repair.n == 1, "repair.n", "set agentless.num_samples instead (the repair samples per instance)")
+        require(not (self.endpoint and self.answers), "answers", "give an endpoint or recorded answers, not both")
+
+    def policy(self) -> PolicyConfig:
+        if self.endpoint is not None:
+            return PolicyConfig(kind="http", http=self.endpoint, seed=self.seed)
+        if self.answers:
+            return PolicyConfig(kind="jsonl", path=self.answers, seed=self.seed)
+        return PolicyConfig(kind="sampler", model=self.model, seed=self.seed)
+
+    def name(self) -> str:
+        """model_name_or_path of the predictions."""
+        if self.model_name:
+            return self.model_name
+        if self.endpoint is not None:
+            return self.endpoint.model
+        return self.answers or self.model.checkpoint

@@ -1,0 +1,127 @@
+"""The batched driver of `resolve`: instances in chunks, each stage's questions of a chunk asked
+in one `Policy.generate` call (docs/EVAL.md).
+
+Every instance of a chunk runs its stages (resolve/pipeline.py) up to its next question; the
+questions of all of them (whatever stage each has reached; an instance that fell back simply has
+none in that stage) go to the policy together, the answers go back, and so on until the chunk is
+done; then its rows are written in input order. The continuous-batching sampler thus sees a
+chunk's prompts at once, and an endpoint has as many requests in flight as its `concurrency`
+allows. Each request is seeded from (seed, instance id, stage): an instance's answers do not depend
+on the other instances, the chunk size, `limit` or the shard.
+
+No silent failures: a request the policy failed is counted per stage and named in the instance's
+trace (`errors`; a prompt not sent, say too long for the model's context, under `skipped`), and the
+stage falls back as for an unparseable answer; when every request of a stage in a batch failed,
+the run stops with the first error (PolicyError).
+"""
+from __future__ import annotations
+
+import collections
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from swe_rl_jax.data.sources import GitError, Instance, Snapshot
+from swe_rl_jax.policies import Policy, PolicyRequest, PolicyResponse, check_any_answered, derive_seed
+from swe_rl_jax.resolve.options import AgentlessOptions
+from swe_rl_jax.resolve.pipeline import resolve_steps
+from swe_rl_jax.resolve.steps import Ask, Resolution, Steps
+from swe_rl_jax.sampling import SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StageSampling:
+    """How each stage samples: `localization` for file, function and line, `repair` for repair
+    (its n is the Ask's, `num_samples`)."""
+
+    localization: SamplingParams
+    repair: SamplingParams
+
+    def request(self, instance_id: str, ask: Ask, seed: int) -> PolicyRequest:
+        sp = self.repair if ask.stage == "repair" else self.localization
+        return PolicyRequest(f"{instance_id}/{ask.stage}", tuple(ask.messages), ask.n, sp.temperature,
+                             sp.max_new_tokens, sp.top_p, tuple(sp.stop), derive_seed(seed, instance_id, ask.stage),
+                             sp.top_k)
+
+
+@dataclass
+class Counts:
+    """Requests per stage: sent, failed (the policy gave no answer), skipped (not sent)."""
+
+    requests: collections.Counter = field(default_factory=collections.Counter)
+    failed: collections.Counter = field(default_factory=collections.Counter)
+    skipped: collections.Counter = field(default_factory=collections.Counter)
+    generate_calls: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requests": dict(sorted(self.requests.items())), "failed": dict(sorted(self.failed.items())),
+                "skipped": dict(sorted(self.skipped.items())), "generate_calls": self.generate_calls}
+
+
+# A started instance: its steps, or its final Resolution when it cannot start (no repository...).
+Started = Steps[Resolution] | Resolution
+
+
+def _git_error(instance_id: str, e: GitError) -> Resolution:
+    log.warning("%s: %s", instance_id, e)
+    return Resolution(instance_id, "", "git_error")
+
+
+def resolve_chunk(started: Sequence[tuple[str, Started]], policy: Policy, sampling: StageSampling, seed: int,
+                  counts: Counts) -> list[Resolution]:
+    """The Resolutions of one chunk, in order: its instances' questions asked together, round by round."""
+    done: list[Optional[Resolution]] = [None] * len(started)
+    asks: dict[int, Ask] = {}
+    errors: list[dict[str, str]] = [{} for _ in started]
+    skipped: list[dict[str, str]] = [{} for _ in started]
+
+    def advance(k: int, step: Callable[[], Ask]) -> None:
+        try:
+            asks[k] = step()
+        except StopIteration as finished:
+            done[k] = finished.value
+        except GitError as e:
+            done[k] = _git_error(started[k][0], e)
+
+    for k, (_, run) in enumerate(started):
+        if isinstance(run, Resolution):
+            done[k] = run
+        else:
+            advance(k, lambda run=run: next(run))
+    while asks:
+        order = list(asks)
+        requests = [sampling.request(started[k][0], asks[k], seed) for k in order]
+        responses = policy.generate(requests)
+        counts.generate_calls += 1
+        by_stage: dict[str, list[PolicyResponse]] = collections.defaultdict(list)
+        for k, response in zip(order, responses):
+            stage = asks[k].stage
+            by_stage[stage].append(response)
+            counts.requests[stage] += 1
+            if response.skipped:
+                counts.skipped[stage] += 1
+                skipped[k][stage] = response.skipped
+            elif response.error:
+                counts.failed[stage] += response.failed
+                errors[k][stage] = response.error
+        for stage, stage_responses in by_stage.items():
+            check_any_answered(stage_responses, stage)
+        for k, response in zip(order, responses):
+            run = started[k][1]
+            del asks[k]
+            advance(k, lambda run=run, answers=list(response.completions): run.send(answers))
+    for k, res in enumerate(done):
+        res.errors.update(errors[k])
+        res.skipped.update(skipped[k])
+    return done
+
+
+def start(inst: Instance, snapshot: Callable[[Instance], Snapshot | Resolution], options: AgentlessOptions) -> Started:
+    """The instance's steps, or its Resolution when its repository or commit cannot be read."""
+    try:
+        view = snapshot(inst)
+    except GitError as e:
+        return _git_error(inst.instance_id, e)
+    return view if isinstance(view, Resolution) else resolve_steps(inst, view, options)

@@ -1,0 +1,32 @@
+"""`AgentlessOptions`: what each stage of `resolve` shows and keeps (docs/EVAL.md)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from swe_rl_jax.config import require
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentlessOptions:
+    top_files: int = 3  # files kept from file localization (and from the lexical fallback)
+    context_lines: int = 10  # ±lines around located items (line prompt) and lines (edit prompt)
+    num_samples: int = 4  # repair samples per instance (Agentless: 40)
+    tree_max_tokens: int = 8192  # budget of the repository tree (chars/4 estimate)
+    tree_outline: bool = False  # the tree lists the names each file defines, as `build-data --tree-outline`
+    tree_retrieval: int = 0  # BM25's best files listed under the tree, as `build-data --tree-retrieval`
+    max_shown_lines: int = 800  # code lines per line/edit prompt
+    semantics: Literal["agentless", "swe_rl"] = "agentless"  # how SEARCH/REPLACE blocks are applied
+    file_patterns: tuple[str, ...] = ("*.py",)  # source files: file-name patterns or path globs
+    exclude_patterns: tuple[str, ...] = ()  # e.g. `doc/**`
+    include_tests: bool = False
+    lexical_max_files: int = 5000  # files whose contents the lexical fallback and BM25 retrieval read
+
+    def __post_init__(self) -> None:
+        require(self.top_files >= 1, "top_files", "must be >= 1")
+        require(self.tree_retrieval >= 0, "tree_retrieval", "must be >= 0")
+        require(self.context_lines >= 0, "context_lines", "must be >= 0")
+        require(self.num_samples >= 1, "num_samples", "must be >= 1")
+        require(self.tree_max_tokens >= 1, "tree_max_tokens", "must be >= 1")
+        require(self.max_shown_lines >= 1, "max_shown_lines", "must be >= 1")
+        require(bool(self.file_patterns), "file_patterns", "must not be empty")

@@ -1,0 +1,122 @@
+"""The `resolve` run: SWE-bench instances → predictions JSONL for the harness, and a trace.
+
+`run_resolve` checks its inputs before any model loads, takes this shard's slice, resumes what
+`out` already holds, builds the policy (`ResolveConfig.policy`) and runs the batched driver
+(resolve/driver.py) chunk by chunk, writing each chunk's rows as it finishes.
+"""
+from __future__ import annotations
+
+import collections
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from swe_rl_jax.data.sources import GitRepo, Instance, InputError, RepoLocator, Snapshot, load_instances
+from swe_rl_jax.policies import Policy
+from swe_rl_jax.resolve.config import ResolveConfig
+from swe_rl_jax.resolve.driver import Counts, StageSampling, resolve_chunk, start
+from swe_rl_jax.resolve.output import Outputs, parse_shard, resume, shard_slice
+from swe_rl_jax.resolve.steps import Resolution
+
+
+def select_instances(config: ResolveConfig) -> list[Instance]:
+    """The instances of this run: `instance_ids` (each must exist), `limit`, then this `shard`."""
+    instances = load_instances(config.instances, require_patch=False, fields=config.fields)
+    if config.instance_ids:
+        known = {i.instance_id for i in instances}
+        unknown = [i for i in config.instance_ids if i not in known]
+        if unknown:
+            raise InputError(f"{len(unknown)} of instance_ids not in {config.instances}: {', '.join(unknown[:5])}")
+        wanted = set(config.instance_ids)
+        instances = [i for i in instances if i.instance_id in wanted]
+    if config.limit:
+        instances = instances[: config.limit]
+    instances = shard_slice(instances, *parse_shard(config.shard))
+    if not instances:
+        raise InputError(f"no instances to resolve in {config.instances} (after instance_ids / limit / shard)")
+    return instances
+
+
+class _Snapshots:
+    """Each instance's base-commit snapshot, its repository opened once."""
+
+    def __init__(self, locator: RepoLocator):
+        self.locator = locator
+        self.repos: dict[str, Optional[GitRepo]] = {}
+
+    def __call__(self, inst: Instance) -> Snapshot | Resolution:
+        if inst.repo not in self.repos:
+            path = self.locator.find(inst.repo)
+            self.repos[inst.repo] = GitRepo(path) if path is not None else None
+        git = self.repos[inst.repo]
+        if git is None:
+            return Resolution(inst.instance_id, "", "missing_repository")
+        commit = git.resolve(inst.base_commit)
+        if commit is None:
+            return Resolution(inst.instance_id, "", "missing_base_commit")
+        return Snapshot(git, commit)
+
+
+def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[str, Any]:
+    """Runs the pipeline with `policy` (default: `config.policy()`) and returns the summary.
+    Inputs are checked before the model loads: InputError when there is nothing to resolve."""
+    from tqdm import tqdm
+
+    instances = select_instances(config)
+    if not Path(config.repos).is_dir():
+        raise InputError(f"--repos directory not found: {config.repos}")
+    locator = RepoLocator(config.repos)
+    locator.require_some(i.repo for i in instances)
+    out = Path(config.out)
+    trace = Path(config.trace_out) if config.trace_out else out.with_name(out.stem + ".trace.jsonl")
+    name = config.name()
+    done = resume(out, trace, name)
+    pending = [i for i in instances if i.instance_id not in done]
+    resumed = len(instances) - len(pending)
+    if resumed:
+        print(f"resume: {resumed} of {len(instances)} instances already in {out}; {len(pending)} to go",
+              file=sys.stderr)
+    counts = Counts()
+    status: collections.Counter = collections.Counter()
+    fallbacks: collections.Counter = collections.Counter()
+    drops: collections.Counter = collections.Counter()
+    n_candidates = 0
+    begin = time.perf_counter()
+    if pending:
+        if policy is None:
+            from swe_rl_jax.policies.config import make_policy
+
+            policy = make_policy(config.policy(), config.rollout, config.mesh, config.max_prompt_tokens)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        outputs = Outputs(out, trace, name)
+        sampling = StageSampling(config.localization, config.repair)
+        snapshots = _Snapshots(locator)
+        with tqdm(total=len(pending), desc="resolve", unit="instance", file=sys.stderr,
+                  disable=not config.progress) as bar:
+            for first in range(0, len(pending), config.chunk):
+                chunk = pending[first:first + config.chunk]
+                started = [(i.instance_id, start(i, snapshots, config.agentless)) for i in chunk]
+                resolutions = resolve_chunk(started, policy, sampling, config.seed, counts)
+                outputs.write(resolutions)
+                for res in resolutions:
+                    status[res.status] += 1
+                    fallbacks.update(res.fallbacks)
+                    drops.update(c.dropped for c in res.candidates if c.dropped)
+                    n_candidates += len(res.candidates)
+                bar.update(len(chunk))
+    return {
+        "instances": len(instances),
+        "resumed": resumed,
+        "resolved_now": len(pending),
+        "with_patch": status.get("patch", 0),
+        "empty_patch": len(pending) - status.get("patch", 0),
+        "status": dict(sorted(status.items())),
+        "fallbacks": dict(sorted(fallbacks.items())),
+        "candidates": n_candidates,
+        "candidates_dropped": dict(sorted(drops.items())),
+        **counts.to_json(),
+        "seconds": time.perf_counter() - begin,
+        "predictions": str(out),
+        "trace": str(trace),
+    }

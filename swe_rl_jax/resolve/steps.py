@@ -1,0 +1,64 @@
+"""What the stages of one instance share: the question a stage asks (`Ask`) and what the
+instance's run found (`Resolution`, one trace row).
+
+A stage is a generator: it yields an `Ask` and is sent the answers (a list of strings, empty when
+the policy gave none), so the driver (resolve/driver.py) can put the questions of many instances
+into one batch and the same stage code runs one instance at a time too (`drive`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Generator, TypeVar
+
+from swe_rl_jax.data import prompts
+from swe_rl_jax.resolve.candidates import Candidate
+
+Messages = list[dict[str, str]]
+STAGES = ("file", "function", "line", "repair")
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Ask:
+    stage: str  # one of STAGES
+    messages: Messages
+    n: int = 1
+
+
+Steps = Generator[Ask, list[str], T]
+
+
+def message(user: str) -> Messages:
+    return [{"role": "system", "content": prompts.SORFT_SYSTEM}, {"role": "user", "content": user}]
+
+
+@dataclasses.dataclass
+class Resolution:
+    instance_id: str
+    patch: str  # "" when no candidate survives (or the instance could not be read)
+    status: str  # "patch", "no_candidate", "missing_repository", "missing_base_commit", "git_error"
+    files: list[str] = dataclasses.field(default_factory=list)
+    functions: list[list[str]] = dataclasses.field(default_factory=list)
+    lines: list[list[Any]] = dataclasses.field(default_factory=list)
+    fallbacks: list[str] = dataclasses.field(default_factory=list)
+    candidates: list[Candidate] = dataclasses.field(default_factory=list)
+    votes: int = 0  # samples behind the chosen patch
+    responses: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # stage -> raw answers
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)  # stage -> why the policy failed
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # stage -> why no prompt was sent
+
+    def trace(self) -> dict[str, Any]:
+        return {"instance_id": self.instance_id, "status": self.status, "files": self.files,
+                "functions": self.functions, "lines": self.lines, "fallbacks": self.fallbacks,
+                "votes": self.votes, "candidates": [c.trace() for c in self.candidates],
+                "responses": self.responses, "errors": self.errors, "skipped": self.skipped}
+
+
+def drive(steps: Steps[T], answer: Callable[[Ask], list[str]]) -> T:
+    """Runs one instance's stages to the end, answering each Ask with `answer`."""
+    try:
+        ask = next(steps)
+        while True:
+            ask = steps.send(answer(ask))
+    except StopIteration as done:
+        return done.value
