@@ -15,17 +15,17 @@ change only adds or removes blank lines), `no_code_change` (only comments or for
 The vote (`select_patch`): majority over normalized patches: per changed file, the SWE-RL
 normalized patch of `ast.unparse` of the old and new module (comments, blank lines and formatting
 do not count; non-Python files use their text), joined in path order. Ties go to the patch whose
-first sample came earliest; the chosen patch is that earliest sample's `git diff`. Later selection
-rules (tests, reproduction) are further modules beside this one.
+first sample came earliest; the chosen patch is that earliest sample's `git diff`. The rules that
+also weigh test results (Agentless, Agentless Mini) are in `selection.py`, with this vote.
 """
 from __future__ import annotations
 
 import ast
-import collections
 import dataclasses
 from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
 from swe_rl_jax.paths import unsafe_path_reason
+from swe_rl_jax.resolve.selection import Scored, select_majority
 from swe_rl_jax.rewards import (FormatError, after_think, apply_search_replace, git_diff, normalized_patch,
                                 parse_search_replace)
 
@@ -121,14 +121,10 @@ def make_candidate(sample: int, answer: str, read: ReadFiles, semantics: str = "
 
 
 def select_patch(candidates: Sequence[Candidate]) -> tuple[str, int]:
-    """(patch, votes) by majority over the vote keys of the kept candidates; a tie goes to the key
-    whose first sample came earliest. ("", 0) when none is kept."""
-    kept = [c for c in candidates if not c.dropped]
-    if not kept:
+    """(patch, votes) of the plain majority vote over the kept candidates (`selection.vote`: a tie
+    goes to the key whose first sample came earliest). ("", 0) when none is kept."""
+    kept = sorted((c for c in candidates if not c.dropped), key=lambda c: c.sample)
+    chosen = select_majority([Scored(c.key, c.patch) for c in kept])
+    if chosen is None:
         return "", 0
-    counts = collections.Counter(c.key for c in kept)
-    first: dict[str, Candidate] = {}
-    for c in sorted(kept, key=lambda c: c.sample):
-        first.setdefault(c.key, c)
-    best = max(first, key=lambda k: (counts[k], -first[k].sample))
-    return first[best].patch, counts[best]
+    return kept[chosen].patch, sum(c.key == kept[chosen].key for c in kept)
