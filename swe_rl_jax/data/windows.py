@@ -25,8 +25,13 @@ def relevant_ranges(
         item = enclosing_item(items, line) if items is not None else None
         lo, hi = (item.start, item.end) if item is not None and item.kind == "function" else (line, line)
         spans.append((max(lo - context, 1), min(hi + context, n_lines)))
+    return merge_ranges(spans)
+
+
+def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inclusive ranges sorted, with overlapping or touching ones merged."""
     merged: list[tuple[int, int]] = []
-    for lo, hi in sorted(spans):
+    for lo, hi in sorted(ranges):
         if merged and lo <= merged[-1][1] + 1:
             merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
         else:

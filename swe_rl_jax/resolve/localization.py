@@ -19,13 +19,13 @@ crowd the located functions out.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from swe_rl_jax.data import prompts
 from swe_rl_jax.data.options import make_token_counter
 from swe_rl_jax.data.retrieval import bm25_ranking, issue_words, lexical_file_ranking
 from swe_rl_jax.data.skeleton import budgeted_tree, outline_note
-from swe_rl_jax.data.windows import render_ranges
+from swe_rl_jax.data.windows import merge_ranges, render_ranges
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.repo import RepoView
 from swe_rl_jax.resolve.steps import Ask, Resolution, Steps, message
@@ -44,16 +44,6 @@ def cap_ranges(ranges: Ranges, budget: int) -> tuple[Ranges, int]:
         out.append((lo, hi))
         budget -= hi - lo + 1
     return out, budget
-
-
-def merge_ranges(ranges: Iterable[tuple[int, int]]) -> Ranges:
-    merged: Ranges = []
-    for lo, hi in sorted(ranges):
-        if merged and lo <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-        else:
-            merged.append((lo, hi))
-    return merged
 
 
 def _uncovered(lo: int, hi: int, covered: Ranges) -> Ranges:
