@@ -54,9 +54,17 @@ def _complete_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _line(row: dict[str, Any]) -> str:
+    return json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def _prediction(instance_id: str, model_name: str, patch: str) -> dict[str, Any]:
+    """A row of the SWE-bench predictions file."""
+    return {"instance_id": instance_id, "model_name_or_path": model_name, "model_patch": patch}
+
+
 def _write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    path.write_text("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows),
-                    encoding="utf-8")
+    path.write_text("".join(_line(r) for r in rows), encoding="utf-8")
 
 
 def resume(out: Path, trace: Path, model_name: str) -> set[str]:
@@ -79,8 +87,7 @@ def resume(out: Path, trace: Path, model_name: str) -> set[str]:
             seen.add(row["instance_id"])
             kept_trace.append(row)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _write_rows(out, [{"instance_id": r["instance_id"], "model_name_or_path": r["model_name_or_path"],
-                       "model_patch": r["model_patch"]} for r in rows])
+    _write_rows(out, [_prediction(r["instance_id"], r["model_name_or_path"], r["model_patch"]) for r in rows])
     _write_rows(trace, kept_trace)
     return done
 
@@ -93,8 +100,6 @@ class Outputs:
 
     def write(self, resolutions: Sequence[Any]) -> None:
         with self.trace.open("a", encoding="utf-8") as f:
-            f.writelines(json.dumps(r.trace(), ensure_ascii=False, sort_keys=True) + "\n" for r in resolutions)
+            f.writelines(_line(r.trace()) for r in resolutions)
         with self.out.open("a", encoding="utf-8") as f:
-            f.writelines(json.dumps({"instance_id": r.instance_id, "model_name_or_path": self.model_name,
-                                     "model_patch": r.patch}, ensure_ascii=False, sort_keys=True) + "\n"
-                         for r in resolutions)
+            f.writelines(_line(_prediction(r.instance_id, self.model_name, r.patch)) for r in resolutions)
