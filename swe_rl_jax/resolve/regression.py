@@ -17,10 +17,9 @@ official harness grades PASS_TO_PASS (`harness.grading`).
 """
 from __future__ import annotations
 
-import ast
 from typing import Collection, Iterable, Mapping, Sequence
 
-from swe_rl_jax.data.pysource import imported_modules, module_name
+from swe_rl_jax.data.pysource import SourceSyntaxError, imported_modules, module_name, parse_source
 from swe_rl_jax.harness.grading import tests_status
 from swe_rl_jax.harness.testlog import PASSED
 
@@ -43,8 +42,8 @@ def related_test_files(edited_paths: Iterable[str], test_sources: Mapping[str, s
             related.append(path)
             continue
         try:
-            imported = imported_modules(ast.parse(source), path)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            imported = imported_modules(parse_source(source, path), path)
+        except SourceSyntaxError:
             continue
         if modules & imported:
             related.append(path)

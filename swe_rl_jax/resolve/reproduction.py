@@ -16,6 +16,8 @@ import ast
 import collections
 from typing import Literal, Optional, Sequence
 
+from swe_rl_jax.data.pysource import SourceSyntaxError, parse_source
+
 Outcome = Literal["reproduced", "resolved", "other"]
 MARKERS: dict[str, Outcome] = {"Issue reproduced": "reproduced", "Issue resolved": "resolved",
                                "Other issues": "other"}
@@ -45,8 +47,8 @@ def normalize_script(script: str) -> Optional[str]:
     """The script with comments, docstrings and formatting removed (`ast.unparse`), so scripts that
     differ only in those count as one; None when it does not parse."""
     try:
-        return ast.unparse(_without_docstrings(ast.parse(script)))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ast.unparse(_without_docstrings(parse_source(script)))
+    except (SourceSyntaxError, RecursionError):  # unparse recurses as deep as the tree
         return None
 
 
