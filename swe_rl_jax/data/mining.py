@@ -13,6 +13,7 @@ the file or line limits.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import fnmatch
 import re
 from pathlib import Path
@@ -78,6 +79,40 @@ def drop_reason(code: list[FileChange], source_filter: SourceFilter, opts: Minin
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class SplitChange:
+    """A change split as SWE-bench splits it: test files to `test_patch`, the rest to `patch`."""
+
+    code: list[FileChange]
+    tests: list[FileChange]
+
+    @property
+    def patch(self) -> str:
+        return "".join(c.text for c in self.code)
+
+    @property
+    def test_patch(self) -> str:
+        return "".join(c.text for c in self.tests)
+
+
+def split_change(repo: str | Path, base: str, tip: str, source_filter: SourceFilter,
+                 opts: MiningOptions) -> SplitChange | str:
+    """The change base..tip (the pinned `DIFF_ARGS`) split into code and tests, or the reason it is
+    not mined: `non_utf8_file`, a patch parser reason, or one of `drop_reason`'s."""
+    raw = run_git(repo, *DIFF_ARGS, base, tip, "--")
+    try:
+        changes = parse_patch(raw.decode("utf-8")) if raw.strip() else []
+    except UnicodeDecodeError:
+        return "non_utf8_file"
+    except PatchError as e:
+        return e.reason
+    code = [c for c in changes if not source_filter.is_test(c.path)]
+    reason = drop_reason(code, source_filter, opts)
+    if reason is not None:
+        return reason
+    return SplitChange(code, [c for c in changes if source_filter.is_test(c.path)])
+
+
 def names_bot(text: str, bots: list[str]) -> bool:
     """`text` (a name, login or e-mail) contains one of the lower-case `bots` patterns."""
     text = text.lower()
@@ -112,27 +147,17 @@ def mine_history(repo: str | Path, repo_name: str, opts: MiningOptions,
         if not message_re.search(commit["message"]):
             dropped["no_issue_reference"] += 1
             continue
-        raw = run_git(repo, *DIFF_ARGS, commit["parents"][0], commit["sha"], "--")
-        try:
-            changes = parse_patch(raw.decode("utf-8")) if raw.strip() else []
-        except UnicodeDecodeError:
-            dropped["non_utf8_file"] += 1
-            continue
-        except PatchError as e:
-            dropped[e.reason] += 1
-            continue
-        code = [c for c in changes if not source_filter.is_test(c.path)]
-        reason = drop_reason(code, source_filter, opts)
-        if reason is not None:
-            dropped[reason] += 1
+        change = split_change(repo, commit["parents"][0], commit["sha"], source_filter, opts)
+        if isinstance(change, str):
+            dropped[change] += 1
             continue
         instances.append(Instance(
             instance_id=f"{repo_name.replace('/', '__')}-{commit['sha'][:12]}",
             repo=repo_name,
             base_commit=commit["parents"][0],
             problem_statement=commit["message"],
-            patch="".join(c.text for c in code),
-            test_patch="".join(c.text for c in changes if source_filter.is_test(c.path)),
+            patch=change.patch,
+            test_patch=change.test_patch,
             created_at=commit["date"],
             source="git-history",
         ))

@@ -30,9 +30,8 @@ from swe_rl_jax.data.gharchive.events import Tally
 from swe_rl_jax.data.gharchive.linking import IssueLink
 from swe_rl_jax.data.gharchive.pulls import PullRequest, event_log
 from swe_rl_jax.data.gharchive.store import EventStore
-from swe_rl_jax.data.mining import DIFF_ARGS, drop_reason, names_bot
+from swe_rl_jax.data.mining import names_bot, split_change
 from swe_rl_jax.data.options import MiningOptions
-from swe_rl_jax.data.patches import FileChange, PatchError, parse_patch
 from swe_rl_jax.data.skeleton import SourceFilter
 from swe_rl_jax.data.sources import GitError, GitRepo, RepoLocator, run_git
 
@@ -129,19 +128,9 @@ def assemble(pr: PullRequest, store: EventStore, locator: RepoLocator, opts: Min
         tally.add("commits_not_in_clone", f"{where} (head {pr.head_sha[:12] or '?'}, merge {pr.merge_sha[:12] or '?'})")
         return None
     base, tip, how = commits
-    raw = run_git(git.path, *DIFF_ARGS, base, tip, "--")
-    try:
-        changes = parse_patch(raw.decode("utf-8")) if raw.strip() else []
-    except UnicodeDecodeError:
-        tally.add("non_utf8_file", where)
-        return None
-    except PatchError as e:
-        tally.add(e.reason, where)
-        return None
-    code: list[FileChange] = [c for c in changes if not source_filter.is_test(c.path)]
-    reason = drop_reason(code, source_filter, opts)
-    if reason is not None:
-        tally.add(reason, where)
+    change = split_change(git.path, base, tip, source_filter, opts)
+    if isinstance(change, str):
+        tally.add(change, where)
         return None
     messages = run_git(git.path, "log", "--no-show-signature", "--format=%B", f"{base}..{tip}", "--")
     linked = _linked(pr, messages.decode("utf-8", "replace"), store)
@@ -151,8 +140,7 @@ def assemble(pr: PullRequest, store: EventStore, locator: RepoLocator, opts: Min
         return None
     instance = {
         "instance_id": instance_id(pr.repo, pr.number), "repo": pr.repo, "base_commit": base,
-        "problem_statement": text, "patch": "".join(c.text for c in code),
-        "test_patch": "".join(c.text for c in changes if source_filter.is_test(c.path)),
+        "problem_statement": text, "patch": change.patch, "test_patch": change.test_patch,
         "created_at": pr.opened_at, "source": "gh-archive",
         "pull_number": pr.number, "pull_title": pr.title, "pull_body": pr.body, "author": pr.author,
         "merged_at": pr.closed_at, "merged_per": merged_by, "tip_commit": tip, "diff": how,
@@ -162,5 +150,5 @@ def assemble(pr: PullRequest, store: EventStore, locator: RepoLocator, opts: Min
                           for link, text, is_pull in linked],
         "events": event_log(pr),
     }
-    modified = [c.old_path or c.new_path for c in code]
+    modified = [c.old_path or c.new_path for c in change.code]
     return Assembled(instance, [p for p in modified if p])
