@@ -14,7 +14,9 @@ The sampler's decode speed (continuous batching, `sampling.Engine`) runs in the 
 """
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import statistics
 import tempfile
 import sys
@@ -112,7 +114,9 @@ def run_train_program(kind: str, platform: str, quick: bool) -> dict[str, Any]:
     if platform == "cpu":
         # The plan compiles for this very device: the run takes the plan's compiled program from
         # jax's compilation cache instead of compiling it a second time.
-        jax.config.update("jax_compilation_cache_dir", tempfile.mkdtemp(prefix="accelerator_check_"))
+        cache_dir = tempfile.mkdtemp(prefix="accelerator_check_")
+        atexit.register(shutil.rmtree, cache_dir, ignore_errors=True)  # each run used to leave its cache in /tmp
+        jax.config.update("jax_compilation_cache_dir", cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     config = model_config(profile)
