@@ -61,6 +61,7 @@ class VerificationConfig:
     workers: int = 2  # test runs at once
     timeout_s: float = 600.0  # per test run
     memory_mb: int = 4096  # address space per process of a run
+    max_processes: int = 256  # processes of the sandbox user (namespaces mode)
     cache: str = ""  # default: <out stem>.tests.jsonl next to `out`
     env_cache: str = ""  # the harness's environment cache (as `evaluate --env-cache`)
     specs: str = ""  # harness spec file (as `evaluate --specs`); "" = the built-in table
@@ -169,7 +170,8 @@ class Verifier:
         self.locator = locator
         self.specs = load_specs(config.specs) if config.specs else {}
         self.isolation = isolation_mode(config.isolation)
-        self.limits = Limits(timeout_s=config.timeout_s, memory_mb=config.memory_mb)
+        self.limits = Limits(timeout_s=config.timeout_s, memory_mb=config.memory_mb,
+                             max_processes=config.max_processes)
         self.env_options = EnvironmentOptions(cache_dir=config.env_cache)
         self.work_dir = Path(config.work_dir or tempfile.gettempdir())
         self.work_dir.mkdir(parents=True, exist_ok=True)
