@@ -22,7 +22,9 @@ from swe_rl_jax.resolve.candidates import Candidate
 from swe_rl_jax.resolve.choice import choices
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.options import AgentlessOptions
+from swe_rl_jax.resolve.regression import passing_at_base, regression_failures
 from swe_rl_jax.resolve.run import run_resolve
+from swe_rl_jax.resolve.testcache import TestCache, digest, run_key
 from swe_rl_jax.resolve.verification import VerificationConfig, Verifier
 from swe_rl_jax.rewards import git_diff
 
@@ -114,8 +116,6 @@ def test_regression_counts_only_tests_that_passed_at_base(repos, options, tmp_pa
     assert verified.regression_failures == [1, 0] and verified.reproduction_kept == []
     # Against a base run in which test_to_duration_units fails too (the breaking change at base),
     # the same candidate counts 0: a test that did not pass at base is no regression test.
-    from swe_rl_jax.resolve.regression import passing_at_base, regression_failures
-    from swe_rl_jax.resolve.testcache import TestCache, run_key
     cached = TestCache(tmp_path / "c.jsonl")
     base = cached.get(run_key(INST.instance_id, "regression", "", ["tests/test_types.py"]))["statuses"]
     on_breaks = cached.get(run_key(INST.instance_id, "regression", breaks, ["tests/test_types.py"]))["statuses"]
@@ -160,7 +160,6 @@ def test_bad_scripts_count_as_not_reproducing(repos, options, open_dir, tmp_path
     assert not target.exists()
     rows = {r["subject"]: r["result"] for r in map(json.loads, (tmp_path / "c.jsonl").read_text().splitlines())
             if r["patch"] == ""}
-    from swe_rl_jax.resolve.testcache import digest
     assert rows[digest(_HANG)]["error"] == "timeout" and not rows[digest(_HANG)]["completed"]
     assert "MemoryError" in rows[digest(_MEMORY)]["output"]
     if NAMESPACES:
@@ -198,7 +197,8 @@ def _answers(repos):
     breaking = gold.replace('"ms": 0.001', '"ms": 0.01', 1)
 
     def block(new):
-        return f"```python\n### {PATH}\n<<<<<<< SEARCH\n{before.rstrip()}\n=======\n{new.rstrip()}\n>>>>>>> REPLACE\n```\n"
+        return (f"```python\n### {PATH}\n<<<<<<< SEARCH\n{before.rstrip()}\n=======\n{new.rstrip()}\n"
+                ">>>>>>> REPLACE\n```\n")
 
     return {"file": [f"```\n{PATH}\n```"], "function": [f"```\n{PATH}\nfunction: to_duration\n```"],
             "line": [f"```\n{PATH}\nline: 76\n```"],
@@ -261,3 +261,14 @@ def test_rerank_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert cli.main(["rerank", "--trace", str(tmp_path / "none.jsonl"), "--rule", "majority",
                      "--out", str(tmp_path / "p.jsonl")]) == 2
     assert "trace not found" in capsys.readouterr().err
+
+
+def test_an_environment_that_cannot_be_built_is_the_instances_error(repos, options, tmp_path):
+    specs = tmp_path / "specs.json"
+    specs.write_text(json.dumps({"quillsoft/configlet": {"python": "python2.1", "requirements": ["pytest"]}}))
+    config = dataclasses.replace(_config(options, regression=True, reproduction=True), specs=str(specs))
+    verified = Verifier(config, RepoLocator(repos), tmp_path / "c.jsonl").verify(
+        INST, [Candidate(0, INST.patch, "g", "")], [REPRODUCES, REPRODUCES_AGAIN])
+    assert verified.error == "env_build_failed" and "python2.1" in verified.message
+    assert verified.regression_failures == [None] and verified.reproduction_passed == [[]]
+    assert verified.test_runs == 0 and not (tmp_path / "c.jsonl").exists()
