@@ -92,6 +92,12 @@ def resume(out: Path, trace: Path, model_name: str) -> set[str]:
     return done
 
 
+def write_predictions(path: Path, model_name: str, patches: Sequence[tuple[str, str]]) -> None:
+    """A predictions file of (instance_id, patch) rows (`rerank`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_rows(path, [_prediction(i, model_name, p) for i, p in patches])
+
+
 class Outputs:
     """Appends the rows of finished instances: trace rows, then prediction rows."""
 
@@ -100,6 +106,6 @@ class Outputs:
 
     def write(self, resolutions: Sequence[Any]) -> None:
         with self.trace.open("a", encoding="utf-8") as f:
-            f.writelines(_line(r.trace()) for r in resolutions)
+            f.writelines(_line({**r.trace(), **r.verified}) for r in resolutions)
         with self.out.open("a", encoding="utf-8") as f:
             f.writelines(_line(_prediction(r.instance_id, self.model_name, r.patch)) for r in resolutions)
