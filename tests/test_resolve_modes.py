@@ -124,3 +124,69 @@ def test_no_reproduction_stage_by_default_or_without_a_kept_candidate(repos, tmp
     assert trace["status"] == ("patch" if good_repair else "no_candidate")
     assert not any(r.task_id.endswith("/reproduction") for r in policy.requests)
     assert trace["reproduction_scripts"] == [] and "reproduction" not in trace["responses"]
+
+
+# ---------------------------------------------------------------------------- 1 greedy + the rest at temperature
+
+
+def _good_run_answers(repos, tmp_path, repairs=3):
+    first = _first_line(repos, _instance(ID), "configlet/types.py")
+    return _answers(tmp_path, {
+        f"{ID}/file": ["```\nconfiglet/types.py\n```"], f"{ID}/function": ["?"], f"{ID}/line": ["?"],
+        f"{ID}/repair": [_edit("configlet/types.py", first, first + f"\n_TOUCHED = {k}") for k in range(repairs)],
+        f"{ID}/reproduction": [f"```python\nprint({k})\n```" for k in range(4)]})
+
+
+def test_greedy_first_asks_sample_0_greedy_and_keeps_every_samples_seed(repos, tmp_path):
+    from swe_rl_jax.policies import derive_seed
+
+    answers = _good_run_answers(repos, tmp_path)
+    options = AgentlessOptions(num_samples=3, reproduction_samples=4)
+    plain = Recording(answers)
+    run_resolve(_config(repos, tmp_path / "a", answers, agentless=options), plain)
+    greedy = Recording(answers)
+    run_resolve(_config(repos, tmp_path / "b", answers, agentless=options, greedy_first=("repair", "reproduction"),
+                        seed=5), greedy)
+    asked = lambda policy, stage: [(r.n, r.first, r.temperature, r.seed) for r in policy.requests  # noqa: E731
+                                   if r.task_id == f"{ID}/{stage}"]
+    assert asked(plain, "repair") == [(3, 0, 0.8, derive_seed(0, ID, "repair"))]
+    s = derive_seed(5, ID, "repair")
+    assert asked(greedy, "repair") == [(1, 0, 0.0, s), (2, 1, 0.8, s)]
+    s = derive_seed(5, ID, "reproduction")
+    assert asked(greedy, "reproduction") == [(1, 0, 0.0, s), (3, 1, 0.8, s)]
+    assert asked(greedy, "file") == [(1, 0, 0.0, derive_seed(5, ID, "file"))]  # other stages: one request
+    # The Ask's answers are the task's answers in sample order, whichever request gave them.
+    a, b = (_traces(tmp_path / d)[0] for d in "ab")
+    assert a["responses"] == b["responses"] and len(b["responses"]["repair"]) == 3
+    assert b["reproduction_scripts"] == [f"print({k})\n" for k in range(4)]
+
+
+def test_the_sampled_part_draws_the_keys_of_samples_1_to_n():
+    """The JAX sampler draws sample i of a request from fold_in(key(seed), first + i): the sampled
+    part of a greedy-first Ask (first = 1) draws exactly the keys samples 1..n-1 draw without it."""
+    import jax
+    import numpy as np
+
+    from swe_rl_jax.sampling.engine import request_keys
+
+    whole, part = request_keys(1234, 5), request_keys(1234, 4, 1)
+    assert np.array_equal(whole[1:], part)
+    assert np.array_equal(part[0], jax.random.key_data(jax.random.fold_in(jax.random.key(1234), 1)))
+
+
+def test_recorded_answers_are_served_from_a_requests_first_sample(tmp_path):
+    from swe_rl_jax.policies import PolicyRequest
+
+    path = _answers(tmp_path, {"t/repair": ["a", "b", "c", "d"]})
+    out = RecordedPolicy(path).generate([PolicyRequest("t/repair", (), n=1), PolicyRequest("t/repair", (), n=2, first=1),
+                                         PolicyRequest("t/repair", (), n=3, first=3)])
+    assert [r.completions for r in out] == [("a",), ("b", "c"), ("d",)]
+
+
+def test_greedy_first_names_only_known_stages():
+    from swe_rl_jax.config import ConfigError
+
+    with pytest.raises(ConfigError, match="greedy_first.*'repiar'"):
+        ResolveConfig(greedy_first=("repair", "repiar"))
+    with pytest.raises(ConfigError, match="reproduction.n"):
+        ResolveConfig(reproduction=SamplingParams(n=2))

@@ -2,13 +2,15 @@
 instance's run found (`Resolution`, one trace row).
 
 A stage is a generator: it yields an `Ask` and is sent the answers (a list of strings, empty when
-the policy gave none), so the driver (resolve/driver.py) can put the questions of many instances
-into one batch and the same stage code runs one instance at a time too (`drive`).
+the policy gave none), or yields a tuple of Asks asked at once (one prompt per location set or per
+file list) and is sent one answer list per Ask, so the driver (resolve/driver.py) can put the
+questions of many instances into one batch and the same stage code runs one instance at a time
+too (`drive`).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Generator, Optional, TypeVar
+from typing import Any, Callable, Generator, Optional, TypeVar, Union
 
 from swe_rl_jax.data import prompts
 from swe_rl_jax.resolve.candidates import Candidate
@@ -23,9 +25,13 @@ class Ask:
     stage: str  # one of STAGES
     messages: Messages
     n: int = 1
+    # The stage's index of this Ask's first sample, when a stage asks several prompts (one per
+    # location set...): their samples are one sequence, seeded and recorded as such.
+    first: int = 0
 
 
-Steps = Generator[Ask, list[str], T]
+Question = Union[Ask, tuple[Ask, ...]]
+Steps = Generator[Question, Any, T]
 
 
 def message(user: str) -> Messages:
@@ -58,9 +64,12 @@ class Resolution:
 
 def drive(steps: Steps[T], answer: Callable[[Ask], list[str]]) -> T:
     """Runs one instance's stages to the end, answering each Ask with `answer`."""
+    def reply(question: Question) -> Any:
+        return answer(question) if isinstance(question, Ask) else [answer(a) for a in question]
+
     try:
-        ask = next(steps)
+        question = next(steps)
         while True:
-            ask = steps.send(answer(ask))
+            question = steps.send(reply(question))
     except StopIteration as done:
         return done.value
