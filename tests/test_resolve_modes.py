@@ -190,3 +190,71 @@ def test_greedy_first_names_only_known_stages():
         ResolveConfig(greedy_first=("repair", "repiar"))
     with pytest.raises(ConfigError, match="reproduction.n"):
         ResolveConfig(reproduction=SamplingParams(n=2))
+
+
+# ---------------------------------------------------------------------------- location samples, interval-restricted SEARCH
+
+
+def test_split_samples():
+    from swe_rl_jax.resolve.repair import split_samples
+
+    assert split_samples(40, 4) == [10, 10, 10, 10]  # Agentless: 10 repairs per location set
+    assert split_samples(10, 4) == [3, 3, 2, 2]
+    assert split_samples(3, 4) == [1, 1, 1, 0]
+    assert split_samples(5, 1) == [5]
+
+
+def test_apply_within_edits_only_the_shown_intervals():
+    from swe_rl_jax.resolve.candidates import apply_within
+    from swe_rl_jax.rewards import SearchReplaceBlock as B
+
+    text = "a\nb\nx = 1\nc\nx = 1\nd\n"
+    # `x = 1` first occurs on line 3, outside the shown lines 4-6: the line-5 one is edited.
+    got = apply_within({"f.py": text}, [B("f.py", "x = 1", "x = 2")], {"f.py": [(4, 6)]})
+    assert got.new_contents == {"f.py": "a\nb\nx = 1\nc\nx = 2\nd\n"} and got.applied == 1
+    # Unrestricted, the first occurrence is edited.
+    from swe_rl_jax.rewards import apply_search_replace
+    assert apply_search_replace({"f.py": text}, [B("f.py", "x = 1", "x = 2")], "agentless").new_contents == \
+        {"f.py": "a\nb\nx = 2\nc\nx = 1\nd\n"}
+    # A SEARCH across an interval's edge, in no interval, or in a file not shown is skipped.
+    got = apply_within({"f.py": text, "g.py": "q\n"},
+                       [B("f.py", "c\nx = 1", "C"), B("f.py", "a", "A"), B("g.py", "q", "r"), B("f.py", "d", "D")],
+                       {"f.py": [(2, 3), (5, 6)]})
+    assert got.new_contents == {"f.py": "a\nb\nx = 1\nc\nx = 1\nD\n"}
+    assert [s["block"] for s in got.skipped] == [0, 1, 2]
+    # Two intervals, blocks applied in order, each at its first shown match.
+    got = apply_within({"f.py": text}, [B("f.py", "x = 1", "x = 2"), B("f.py", "x = 1", "x = 3")],
+                       {"f.py": [(2, 3), (5, 5)]})
+    assert got.new_contents == {"f.py": "a\nb\nx = 2\nc\nx = 3\nd\n"}
+
+
+LINES = {0: 47, 1: 60}  # configlet/types.py: `return int(text, 0)` in to_int; `if text in TRUE_VALUES:` in to_bool
+TO_INT = _edit("configlet/types.py", "    return int(text, 0)", "    return int(text, 10)")
+TO_BOOL = _edit("configlet/types.py", "    if text in TRUE_VALUES:", "    if text in TRUE_VALUES or text == 'on':")
+
+
+@pytest.mark.parametrize("restrict", [True, False])
+def test_location_samples_split_the_repairs_and_restrict_their_search(repos, tmp_path, restrict):
+    answers = _answers(tmp_path, {
+        f"{ID}/file": ["```\nconfiglet/types.py\n```"],
+        f"{ID}/function": ["```\nconfiglet/types.py\nfunction: to_int\nfunction: to_bool\n```"],
+        f"{ID}/line": [f"```\nconfiglet/types.py\nline: {LINES[k]}\n```" for k in range(2)],
+        f"{ID}/repair": [TO_INT, TO_BOOL, TO_BOOL, TO_INT]})
+    policy = Recording(answers)
+    config = _config(repos, tmp_path, answers, line=SamplingParams(max_new_tokens=99, temperature=0.8),
+                     agentless=AgentlessOptions(num_samples=4, location_samples=2, context_lines=0,
+                                                search_in_shown=restrict))
+    run_resolve(config, policy)
+    [trace] = _traces(tmp_path)
+    assert trace["location_sets"] == [[["configlet/types.py", 47]], [["configlet/types.py", 60]]]
+    assert trace["lines"] == [["configlet/types.py", 47]]
+    [line] = [r for r in policy.requests if r.task_id.endswith("/line")]
+    assert (line.n, line.temperature, line.max_tokens) == (2, 0.8, 99)
+    repairs = [r for r in policy.requests if r.task_id.endswith("/repair")]
+    assert [(r.n, r.first) for r in repairs] == [(2, 0), (2, 2)]
+    shown = [r.messages[-1]["content"] for r in repairs]
+    assert "return int(text, 0)" in shown[0] and "TRUE_VALUES:" not in shown[0]
+    assert "TRUE_VALUES:" in shown[1] and "return int(text, 0)" not in shown[1]
+    assert trace["repair_sets"] == [0, 0, 1, 1]
+    dropped = [c["dropped"] for c in trace["candidates"]]
+    assert dropped == (["", "no_change", "", "no_change"] if restrict else ["", "", "", ""])

@@ -33,6 +33,9 @@ class ResolveConfig:
     agentless: AgentlessOptions = field(default_factory=AgentlessOptions)
     localization: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024,
                                                                                 temperature=0.0))
+    # The line prompt, when it differs from `localization` (agentless.location_samples > 1:
+    # Agentless samples its 4 location sets at temperature 0.8); None: `localization`.
+    line: Optional[SamplingParams] = None
     repair: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024, temperature=0.8))
     # The reproduction stage (agentless.reproduction_samples > 0); Agentless: 1,024 tokens at 0.8.
     reproduction: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024,
@@ -57,6 +60,7 @@ class ResolveConfig:
         require(self.limit >= 0, "limit", "must be >= 0")
         require(self.chunk >= 1, "chunk", "must be >= 1")
         require(self.localization.n == 1, "localization.n", "must be 1 (one answer per localization prompt)")
+        require(self.line is None or self.line.n == 1, "line.n", "set agentless.location_samples instead")
         require(self.repair.n == 1, "repair.n", "set agentless.num_samples instead (the repair samples per instance)")
         require(self.reproduction.n == 1, "reproduction.n",
                 "set agentless.reproduction_samples instead (the reproduction scripts per instance)")

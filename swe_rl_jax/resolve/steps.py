@@ -34,8 +34,8 @@ Question = Union[Ask, tuple[Ask, ...]]
 Steps = Generator[Question, Any, T]
 
 
-def message(user: str) -> Messages:
-    return [{"role": "system", "content": prompts.SORFT_SYSTEM}, {"role": "user", "content": user}]
+def message(user: str, system: str = prompts.SORFT_SYSTEM) -> Messages:
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 @dataclasses.dataclass
@@ -46,6 +46,10 @@ class Resolution:
     files: list[str] = dataclasses.field(default_factory=list)
     functions: list[list[str]] = dataclasses.field(default_factory=list)
     lines: list[list[Any]] = dataclasses.field(default_factory=list)
+    # Several location sets (location_samples > 1: each set's [path, line] pairs; files mode: each
+    # distinct file list); repair sample k came from the set `repair_sets[k]`.
+    location_sets: list[list[Any]] = dataclasses.field(default_factory=list)
+    repair_sets: list[int] = dataclasses.field(default_factory=list)
     fallbacks: list[str] = dataclasses.field(default_factory=list)
     candidates: list[Candidate] = dataclasses.field(default_factory=list)
     votes: int = 0  # samples behind the chosen patch
@@ -56,7 +60,8 @@ class Resolution:
 
     def trace(self) -> dict[str, Any]:
         return {"instance_id": self.instance_id, "status": self.status, "files": self.files,
-                "functions": self.functions, "lines": self.lines, "fallbacks": self.fallbacks,
+                "functions": self.functions, "lines": self.lines, "location_sets": self.location_sets,
+                "repair_sets": self.repair_sets, "fallbacks": self.fallbacks,
                 "votes": self.votes, "candidates": [c.trace() for c in self.candidates],
                 "reproduction_scripts": self.reproduction_scripts,
                 "responses": self.responses, "errors": self.errors, "skipped": self.skipped}
