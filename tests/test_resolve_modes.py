@@ -258,3 +258,70 @@ def test_location_samples_split_the_repairs_and_restrict_their_search(repos, tmp
     assert trace["repair_sets"] == [0, 0, 1, 1]
     dropped = [c["dropped"] for c in trace["candidates"]]
     assert dropped == (["", "no_change", "", "no_change"] if restrict else ["", "", "", ""])
+
+
+# ---------------------------------------------------------------------------- the files mode (Agentless Mini)
+
+
+def test_file_list_size_is_2_to_5_and_stable():
+    from swe_rl_jax.resolve.localization import file_list_size
+
+    sizes = [file_list_size(ID, k) for k in range(64)]
+    assert set(sizes) == {2, 3, 4, 5}
+    assert sizes == [file_list_size(ID, k) for k in range(64)]
+
+
+def test_files_mode_asks_shuffled_trees_and_repairs_whole_files(repos, tmp_path):
+    from swe_rl_jax.data import prompts
+    from swe_rl_jax.resolve.localization import file_list_size
+
+    loader_line = _first_line(repos, _instance(ID), "configlet/loader.py")
+    answers = _answers(tmp_path, {
+        f"{ID}/file": ["```\nconfiglet/types.py\nconfiglet/loader.py\n```",
+                       "```\nconfiglet/types.py\nconfiglet/loader.py\n```",  # the same list again
+                       "```\nconfiglet/loader.py\nno/such/file.py\n```"],
+        f"{ID}/repair": [TO_INT] * 3 + [TO_INT, _edit("configlet/loader.py", loader_line, loader_line + "\n_X = 1")]})
+    policy = Recording(answers)
+    config = _config(repos, tmp_path, answers, agentless=AgentlessOptions(mode="files", file_samples=3, num_samples=5,
+                                                                          search_in_shown=True))
+    run_resolve(config, policy)
+    [trace] = _traces(tmp_path)
+    files = [r for r in policy.requests if r.task_id.endswith("/file")]
+    assert [(r.n, r.first) for r in files] == [(1, 0), (1, 1), (1, 2)]
+    trees = [r.messages[-1]["content"].split("<tree>\n")[1].split("\n</tree>")[0] for r in files]
+    assert len(set(trees)) == 3 and len({tuple(sorted(t.split("\n"))) for t in trees}) == 1  # same files, own order
+    for k, r in enumerate(files):
+        assert r.messages[-1]["content"].endswith(f"Name only files listed above, at most {file_list_size(ID, k)}.")
+    assert not any(r.task_id.endswith(("/function", "/line")) for r in policy.requests)  # no finer localization
+    # Two distinct lists; 5 repairs cycle over them as Agentless Mini does: 3 and 2.
+    assert trace["location_sets"] == [["configlet/types.py", "configlet/loader.py"], ["configlet/loader.py"]]
+    assert trace["files"] == ["configlet/types.py", "configlet/loader.py"]
+    repairs = [r for r in policy.requests if r.task_id.endswith("/repair")]
+    assert [(r.n, r.first) for r in repairs] == [(3, 0), (2, 3)]
+    whole = {p: subprocess.run(["git", "-C", str(repos / "quillsoft__configlet"), "show", f"{_instance(ID).base_commit}:{p}"],
+                               capture_output=True, text=True).stdout for p in ("configlet/types.py", "configlet/loader.py")}
+    assert list(repairs[0].messages) == [
+        {"role": "system", "content": prompts.SWE_RL_SYSTEM},
+        {"role": "user", "content": prompts.swe_rl(_instance(ID).problem_statement, whole)}]
+    assert "### configlet/types.py" not in repairs[1].messages[-1]["content"]
+    # SEARCH anywhere in the shown files: the set without types.py cannot edit it.
+    assert [c["dropped"] for c in trace["candidates"]] == ["", "", "", "no_change", ""]
+    assert trace["repair_sets"] == [0, 0, 0, 1, 1]
+
+
+def test_whole_files_fit_the_token_budget(repos):
+    from swe_rl_jax.data.options import make_token_counter
+    from swe_rl_jax.data.sources import GitRepo, Snapshot
+    from swe_rl_jax.resolve.repair import whole_files
+    from swe_rl_jax.resolve.repo import RepoView
+
+    git = GitRepo(repos / "quillsoft__configlet")
+    repo = RepoView(Snapshot(git, git.resolve(_instance(ID).base_commit)), AgentlessOptions())
+    count = make_token_counter("")
+    cost = {p: count(f"### {p}\n" + "\n".join(repo.lines(p))) for p in ("configlet/types.py", "configlet/loader.py")}
+    n = {p: len(repo.lines(p)) for p in cost}
+    both = ["configlet/types.py", "configlet/loader.py"]
+    assert whole_files(both, repo, sum(cost.values())) == {p: [(1, n[p])] for p in both}
+    # loader.py does not fit after types.py: left out; neither fits: the first alone.
+    assert whole_files(both, repo, cost["configlet/types.py"]) == {"configlet/types.py": [(1, n["configlet/types.py"])]}
+    assert whole_files(both, repo, 1) == {"configlet/types.py": [(1, n["configlet/types.py"])]}
