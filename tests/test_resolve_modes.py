@@ -433,3 +433,26 @@ def test_a_small_override_of_each_preset_runs_end_to_end(repos, tmp_path, preset
             assert asked(iid, "reproduction") == [(2, 0, 0.8)]
             assert not asked(iid, "function") and not asked(iid, "line")
         assert trace["reproduction_scripts"] == [f"print('Issue reproduced')  # {k}\n" for k in range(2)]
+
+
+def test_a_shuffled_tree_keeps_every_file_under_its_directory():
+    from swe_rl_jax.data.skeleton import INDENT, render_tree
+
+    paths = ["pkg/a.py", "pkg/b.py", "pkg/sub/c.py", "pkg/sub/d.py", "tools/e.py", "f.py", "g.py"]
+
+    def parsed(tree):  # the paths back from the indentation, and each level's dirs-before-files order
+        out, stack = [], []
+        for line in tree.split("\n"):
+            depth = (len(line) - len(line.lstrip(" "))) // len(INDENT)
+            stack[depth:] = [line.strip()]
+            if not line.endswith("/"):
+                out.append("".join(stack))
+        return sorted(out)
+
+    plain = render_tree(paths)
+    shuffled = {render_tree(paths, shuffle=f"i/{k}") for k in range(8)}
+    assert all(parsed(t) == sorted(paths) for t in shuffled | {plain})
+    assert len(shuffled) > 1 and render_tree(paths, shuffle="i/0") == render_tree(paths, shuffle="i/0")
+    for t in shuffled:  # directories before files at the top level, as in the plain tree
+        top = [line for line in t.split("\n") if not line.startswith(" ")]
+        assert top[:2] in (["pkg/", "tools/"], ["tools/", "pkg/"]) and set(top[2:]) == {"f.py", "g.py"}
