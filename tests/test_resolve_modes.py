@@ -99,7 +99,8 @@ def test_reproduction_stage_asks_n_scripts_and_keeps_them_in_sample_order(repos,
         f"{ID}/file": ["```\nconfiglet/types.py\n```"],
         f"{ID}/function": ["no idea"], f"{ID}/line": ["no idea"],
         f"{ID}/repair": [_edit("configlet/types.py", first, first + "\n_TOUCHED = True")],
-        f"{ID}/reproduction": [f"```python\n{SCRIPT}```", "I cannot write one.", "```python\nprint('Other issues')\n```"],
+        f"{ID}/reproduction": [f"```python\n{SCRIPT}```", "I cannot write one.",
+                               "```python\nprint('Other issues')\n```"],
     })
     policy = Recording(answers)
     config = _config(repos, tmp_path, answers, agentless=AgentlessOptions(num_samples=1, reproduction_samples=3),
@@ -184,7 +185,8 @@ def test_recorded_answers_are_served_from_a_requests_first_sample(tmp_path):
     from swe_rl_jax.policies import PolicyRequest
 
     path = _answers(tmp_path, {"t/repair": ["a", "b", "c", "d"]})
-    out = RecordedPolicy(path).generate([PolicyRequest("t/repair", (), n=1), PolicyRequest("t/repair", (), n=2, first=1),
+    out = RecordedPolicy(path).generate([PolicyRequest("t/repair", (), n=1),
+                                         PolicyRequest("t/repair", (), n=2, first=1),
                                          PolicyRequest("t/repair", (), n=3, first=3)])
     assert [r.completions for r in out] == [("a",), ("b", "c"), ("d",)]
 
@@ -198,7 +200,7 @@ def test_greedy_first_names_only_known_stages():
         ResolveConfig(reproduction=SamplingParams(n=2))
 
 
-# ---------------------------------------------------------------------------- location samples, interval-restricted SEARCH
+# ------------------------------------------------------------------ location samples, interval-restricted SEARCH
 
 
 def test_split_samples():
