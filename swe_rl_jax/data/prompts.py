@@ -56,9 +56,10 @@ def _code_blocks(files: Mapping[str, str], numbered: bool = False) -> str:
     return "\n\n".join(blocks)
 
 
-def file_localization(issue: str, tree: str, retrieved: Sequence[str] = ()) -> str:
+def file_localization(issue: str, tree: str, retrieved: Sequence[str] = (), at_most: int = 0) -> str:
     """`retrieved`: files a retriever ranked for the issue, best first, listed under the tree
-    (`data/retrieval.py`); none: SoRFT's prompt."""
+    (`data/retrieval.py`); none: SoRFT's prompt. `at_most`: ask for at most that many files
+    (`resolve`'s files mode, as Agentless Mini asks for 2 to 5); 0: the training prompt."""
     ranked = ("These files of the tree share the most words with the issue (BM25 retrieval over "
               "their paths and contents), most similar first:\n\n" + "\n".join(retrieved) + "\n\n"
               if retrieved else "")
@@ -72,7 +73,8 @@ def file_localization(issue: str, tree: str, retrieved: Sequence[str] = ()) -> s
         "to the repository root (directory names joined with `/`, e.g. `pkg/sub/module.py`), one "
         "path per line, most likely first, inside one fenced code block:\n\n"
         "```\npkg/first_file.py\npkg/sub/second_file.py\n```\n\n"
-        "Name only files listed above; usually one to three files are enough."
+        + (f"Name only files listed above, at most {at_most}." if at_most else
+           "Name only files listed above; usually one to three files are enough.")
     )
 
 
@@ -122,6 +124,27 @@ def edit_generation(issue: str, segments: Mapping[str, str]) -> str:
         "code that is left out.\n\n"
         f"{files}\n\n"
         "Edit the code to resolve the issue. " + _SEARCH_REPLACE_FORMAT
+    )
+
+
+def reproduction_test(issue: str) -> str:
+    """`resolve`'s reproduction stage (docs/EVAL.md): one standalone script whose printed outcome
+    says whether the issue is present, as Agentless's reproduction-test prompt asks; the outcome
+    strings are `resolve.reproduction.MARKERS`."""
+    return (
+        _ISSUE.format(issue=issue)
+        + "Write one standalone Python script that reproduces this issue against the installed "
+        "repository: it imports what it needs, runs the code the issue describes, and checks the "
+        "behaviour the issue asks for. It must print exactly one of these lines:\n\n"
+        "- `Issue reproduced` when the behaviour the issue reports is still there;\n"
+        "- `Issue resolved` when the code behaves as the issue asks;\n"
+        "- `Other issues` when something else goes wrong (an unexpected exception, say).\n\n"
+        "The same script is run before and after a fix, so it must tell these cases apart. It must "
+        "finish in a few seconds, need no network and write no files outside a temporary "
+        "directory. Answer with the whole script inside one fenced block:\n\n"
+        "```python\nimport pkg\n\ntry:\n    result = pkg.function_named_in_the_issue()\n"
+        "except Exception:\n    print(\"Other issues\")\nelse:\n"
+        "    print(\"Issue resolved\" if result == \"what the issue expects\" else \"Issue reproduced\")\n```"
     )
 
 
