@@ -12,8 +12,8 @@ from swe_rl_jax.policies.http import HttpPolicyConfig
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.selection import RuleName
-from swe_rl_jax.resolve.verification import VerificationConfig
 from swe_rl_jax.resolve.steps import STAGES
+from swe_rl_jax.resolve.verification import VerificationConfig
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.sampling.config import RolloutConfig
 
