@@ -295,3 +295,61 @@ def test_isolation_fallback_is_detected(monkeypatch):
     assert sandbox.isolation_mode("auto") == "none" and sandbox.isolation_mode("none") == "none"
     with pytest.raises(ConfigError, match="namespaces need root"):
         sandbox.isolation_mode("namespaces")
+
+
+_HARNESS_PROCESS = """
+import sys, tempfile
+from pathlib import Path
+from swe_rl_jax.harness.sandbox import Limits, prepare_sandbox, run_isolated
+sandbox = Path(tempfile.mkdtemp(dir="/tmp"))
+sandbox.chmod(0o755)
+prepare_sandbox(sandbox, "namespaces")
+print("started", flush=True)
+run_isolated(["sleep", sys.argv[1]], cwd=sandbox, sandbox_dir=sandbox, env={"PATH": "/usr/bin:/bin"},
+             limits=Limits(timeout_s=600), isolation="namespaces")
+"""
+
+
+def _sleeps(seconds: bytes) -> list[int]:
+    """The pids of `sleep <seconds>` processes (the run itself, not the commands that start it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", seconds]:
+                found.append(int(entry.name))
+        except OSError:  # the process ended while we looked
+            pass
+    return found
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
+def test_a_killed_harness_leaves_no_run_behind(signal_name):
+    """A run outlives nothing: when the process that started it dies without cleaning up (SIGTERM's
+    default action, SIGKILL), the sandboxed run dies with it instead of going on past its time
+    limit with nobody left to enforce it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    if isolation_mode("auto") != "namespaces":
+        pytest.skip("namespaces isolation needs root and util-linux unshare (docs/HARNESS.md)")
+    marker = f"{os.getpid() % 1000 + 300}.{signal_name == 'SIGTERM' and 1 or 2}"  # a sleep nobody else runs
+    harness = subprocess.Popen([sys.executable, "-c", _HARNESS_PROCESS, marker], stdout=subprocess.PIPE, text=True)
+    try:
+        assert harness.stdout.readline().strip() == "started"
+        deadline = time.monotonic() + 30
+        while not _sleeps(marker.encode()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _sleeps(marker.encode()), "the sandboxed run never started"
+        harness.send_signal(getattr(signal, signal_name))
+        harness.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while _sleeps(marker.encode()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = _sleeps(marker.encode())
+        for pid in left:  # clean up before failing
+            os.kill(pid, signal.SIGKILL)
+        assert not left, f"the run outlived the harness after {signal_name}"
+    finally:
+        harness.kill()

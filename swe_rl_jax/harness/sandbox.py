@@ -69,7 +69,7 @@ mount --bind "$sandbox" "$sandbox"
 mount -o remount,bind,ro /
 cd "$(pwd)"
 if command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null || true; fi
-exec setpriv --reuid={uid} --regid={uid} --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs -- "$@"
+exec setpriv --pdeathsig KILL --reuid={uid} --regid={uid} --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs -- "$@"
 """
 
 
@@ -128,7 +128,12 @@ def wrap_command(cmd: Sequence[str], sandbox_dir: Path, limits: Limits, isolatio
     closed = closed_ancestors(reachable)
     roots = [str(d) for d in closed if not any(a in closed for a in d.parents)]
     script = _NAMESPACE_SCRIPT.format(uid=NOBODY_UID)
-    return ["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
+    # --pdeathsig, here and in the script: if the harness's process dies without killing the run
+    # (SIGTERM or SIGKILL to `resolve` or `evaluate`), unshare dies, and so does the namespace's
+    # first process (whose own --kill-child setting the script's change of user clears), taking
+    # the PID namespace with it; an orphaned run used to outlive its time limit, which nobody
+    # was left to enforce.
+    return ["setpriv", "--pdeathsig", "KILL", "unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
             "sh", "-c", script, "sh", str(sandbox_dir), str(len(roots)), *roots, str(len(closed)),
             *map(str, closed), *limited]
 
