@@ -27,7 +27,7 @@ from swe_rl_jax.harness.evaluation import (
     write_report,
 )
 from swe_rl_jax.harness.patching import ApplyResult, apply_patch
-from swe_rl_jax.harness.runner import TestRun, run_tests
+from swe_rl_jax.harness.runner import ScriptRun, TestRun, run_script, run_tests
 from swe_rl_jax.harness.sandbox import Limits, isolation_mode
 from swe_rl_jax.harness.grading import resolution_status, tests_status
 from swe_rl_jax.harness.logformats import parse_log, parse_pytest_summary
@@ -37,7 +37,7 @@ from swe_rl_jax.harness.testlog import SUCCESS
 __all__ = [
     "DEFAULT_TEST_CMD", "ENVIRONMENT_ERRORS", "ERROR_KINDS", "SUCCESS", "ApplyResult", "Environment",
     "EnvironmentBuildError", "EnvironmentOptions", "EnvironmentSpec", "HarnessOptions", "Limits", "RepoSpec",
-    "TestRun", "apply_patch", "ensure_environment", "evaluate_instance", "evaluate_predictions", "isolation_mode",
-    "load_predictions", "load_specs", "parse_log", "parse_pytest_summary", "resolution_status", "run_tests",
-    "spec_for", "summarize", "tests_status", "write_report",
+    "ScriptRun", "TestRun", "apply_patch", "ensure_environment", "evaluate_instance", "evaluate_predictions",
+    "isolation_mode", "load_predictions", "load_specs", "parse_log", "parse_pytest_summary", "resolution_status",
+    "run_script", "run_tests", "spec_for", "summarize", "tests_status", "write_report",
 ]

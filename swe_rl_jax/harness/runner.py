@@ -1,12 +1,15 @@
 """One test run, in the official SWE-bench order: fresh worktree at a commit -> model patch -> the
 test infrastructure the model patch touched reset to the commit -> test patch -> install steps ->
 tests in the sandbox -> per-test statuses. The building block of `evaluate`, the `tests_pass`
-reward and `synthesize`.
+reward and `synthesize`. `run_script` shares every step up to the tests (no test patch) and runs
+one standalone script instead (the reproduction tests of `resolve`'s verification stage).
 
     env = ensure_environment(spec.environment, EnvironmentOptions(cache_dir=...))
     run = run_tests(repo_dir, base_commit, model_patch, fail_to_pass + pass_to_pass, env, spec,
                     test_patch=test_patch)
     run.statuses   # {"tests/test_x.py::test_y": "PASSED", ...}
+    script = run_script(repo_dir, base_commit, model_patch, "print('hello')", env, spec)
+    script.output, script.returncode, script.completed
 
 The reset (integrity.py) puts back what SWE-bench resets (the test patch's files) and everything
 outside the allowlist of what a model patch may change (test infrastructure, what Python or
@@ -32,7 +35,7 @@ Layout of one run, under a fresh directory in `work_dir` (deleted afterwards unl
 `model.diff` and `test.diff` (applied by the harness before the tests start) and `sandbox/` with
 `worktree/` (the checkout, the tests' working directory), `home/` (HOME), `tmp/` (TMPDIR) and
 `venv/` (the overlay, when there is an install step): the only place the tests may write in
-namespaces mode (sandbox.py).
+namespaces mode (sandbox.py); for `run_script`, `script.py` (read-only, outside the sandbox).
 """
 from __future__ import annotations
 
@@ -146,6 +149,63 @@ def _in_sandbox(cmd: list[str], envs: Sequence[Environment], spec: RepoSpec, san
                         reachable=reachable)
 
 
+@dataclasses.dataclass
+class _Prepared:
+    """A checked-out, patched and installed worktree, or why it is not (`error`, `message`)."""
+
+    scratch: Path
+    sandbox: Path
+    worktree: Path
+    isolation: str
+    envs: list[Environment] = dataclasses.field(default_factory=list)
+    applied: list[ApplyResult] = dataclasses.field(default_factory=list)
+    reset: list[str] = dataclasses.field(default_factory=list)
+    error: str = ""
+    message: str = ""
+
+
+def _scratch(work_dir: Optional[Path]) -> Path:
+    if work_dir is not None:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="run-", dir=work_dir))
+    scratch.chmod(0o755)  # mkdtemp's 0700 would keep the sandbox user from reaching its sandbox
+    return scratch
+
+
+def _prepare(scratch: Path, repo_dir: Path, commit: str, model_patch: str, env: Environment, spec: RepoSpec,
+             test_patch: str, test_files: Sequence[str], limits: Limits, install_timeout_s: float,
+             isolation: str) -> _Prepared:
+    """The steps every run shares, in the official order: checkout, model patch, reset of what
+    the allowlist does not allow (`test_files`: the files the run's tests live in), test patch,
+    install steps."""
+    sandbox = scratch / "sandbox"
+    run = _Prepared(scratch, sandbox, sandbox / "worktree", isolation)
+    try:
+        checkout(repo_dir, commit, run.worktree)
+    except CheckoutError as e:
+        run.error, run.message = "checkout_failed", str(e)
+        return run
+    if model_patch.strip():
+        run.applied.append(apply_patch(run.worktree, model_patch, scratch / "model.diff"))
+        if not run.applied[-1].applied:
+            run.error, run.message = "patch_failed", run.applied[-1].message
+            return run
+        files = (patch_files(test_patch) if test_patch.strip() else []) + list(test_files)
+        run.reset = reset_test_infrastructure(run.worktree, commit, model_patch, files, spec.pythonpath)
+    if test_patch.strip():
+        run.applied.append(apply_patch(run.worktree, test_patch, scratch / "test.diff"))
+        if not run.applied[-1].applied:
+            run.error, run.message = "test_patch_failed", f"test patch: {run.applied[-1].message}"
+            return run
+    for name in ("home", "tmp"):
+        (sandbox / name).mkdir()
+    install_limits = dataclasses.replace(limits, timeout_s=max(limits.timeout_s, install_timeout_s))
+    run.envs, install_error = _install(spec, env, sandbox, run.worktree, install_limits, isolation)
+    if install_error is not None:
+        run.error, run.message = "install_failed", install_error
+    return run
+
+
 def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[str], env: Environment,
               spec: RepoSpec = RepoSpec(), *, test_patch: str = "", limits: Limits = Limits(),
               install_timeout_s: float = EnvironmentOptions.build_timeout_s, isolation: Isolation = "auto",
@@ -156,44 +216,20 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
     files of `test_ids`) under `limits` and `isolation` ("auto": the strongest this machine
     allows, `sandbox.isolation_mode`), and returns the statuses."""
     isolation = isolation_mode(isolation)  # type: ignore[assignment]
-    if work_dir is not None:
-        Path(work_dir).mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="run-", dir=work_dir))
-    scratch.chmod(0o755)  # mkdtemp's 0700 would keep the sandbox user from reaching its sandbox
-    sandbox = scratch / "sandbox"
-    worktree = sandbox / "worktree"
+    scratch = _scratch(work_dir)
     try:
-        try:
-            checkout(repo_dir, commit, worktree)
-        except CheckoutError as e:
-            return TestRun({}, (), "checkout_failed", str(e))
-        applied: list[ApplyResult] = []
-        reset: list[str] = []
-        if model_patch.strip():
-            applied.append(apply_patch(worktree, model_patch, scratch / "model.diff"))
-            if not applied[-1].applied:
-                return TestRun({}, tuple(applied), "patch_failed", applied[-1].message)
-            test_files = (patch_files(test_patch) if test_patch.strip() else []) + [t.split("::", 1)[0]
-                                                                                     for t in test_ids]
-            reset = reset_test_infrastructure(worktree, commit, model_patch, test_files, spec.pythonpath)
-        if test_patch.strip():
-            applied.append(apply_patch(worktree, test_patch, scratch / "test.diff"))
-            if not applied[-1].applied:
-                return TestRun({}, tuple(applied), "test_patch_failed", f"test patch: {applied[-1].message}",
-                               reset_files=tuple(reset))
-        for name in ("home", "tmp"):
-            (sandbox / name).mkdir()
-        install_limits = dataclasses.replace(limits, timeout_s=max(limits.timeout_s, install_timeout_s))
-        envs, install_error = _install(spec, env, sandbox, worktree, install_limits, isolation)
-        if install_error is not None:
-            return TestRun({}, tuple(applied), "install_failed", install_error, isolation=isolation,
-                           reset_files=tuple(reset))
+        run = _prepare(scratch, repo_dir, commit, model_patch, env, spec, test_patch,
+                       [t.split("::", 1)[0] for t in test_ids], limits, install_timeout_s, isolation)
+        if run.error:
+            return TestRun({}, tuple(run.applied), run.error, run.message, isolation=isolation,
+                           reset_files=tuple(run.reset))
+        worktree = run.worktree
         command = test_command(spec.test_cmd, spec.directives, test_patch, test_ids,
                                lambda path: unsafe_path_reason(path, worktree) is None and (worktree / path).is_file())
         sentinels = place_sentinels(worktree, command) if runs_pytest(command) else None
         if runs_pytest(command):
             command += [*plugin_args(env.site_packages()), *([sentinels.path] if sentinels else [])]
-        result = _in_sandbox(command, envs, spec, sandbox, worktree, limits, isolation)
+        result = _in_sandbox(command, run.envs, spec, run.sandbox, worktree, limits, isolation)
         logged = parse_log(spec.log_format, result.output)
         statuses = sentinels.strip(logged) if sentinels else logged
         tampering = sentinels.tampering(logged, result.returncode) if sentinels else None
@@ -210,8 +246,60 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
             error = "no_test_results"
             message = (f"exit status {result.returncode}, yet the log names no failing test: it does not "
                        f"describe the run; output ends: {result.output[-300:]}")
-        return TestRun(statuses, tuple(applied), error, message, result.seconds, isolation,
-                       result.output[-_LOG_TAIL_CHARS:], tuple(reset))
+        return TestRun(statuses, tuple(run.applied), error, message, result.seconds, isolation,
+                       result.output[-_LOG_TAIL_CHARS:], tuple(run.reset))
+    finally:
+        if not keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScriptRun:
+    """One standalone script's run (`run_script`)."""
+
+    output: str  # stdout and stderr together, the end (_LOG_TAIL_CHARS)
+    returncode: Optional[int]  # None when killed at the time limit
+    # The script ran to its end: not killed at the time limit nor by a signal (a limit's: RLIMIT_FSIZE's
+    # SIGXFSZ, RLIMIT_CPU's), and the steps before it succeeded.
+    completed: bool
+    applied: tuple[ApplyResult, ...] = ()
+    error: str = ""  # "" | "checkout_failed" | "patch_failed" | "install_failed" | "timeout"
+    message: str = ""
+    seconds: float = 0.0
+    isolation: str = ""
+    reset_files: tuple[str, ...] = ()
+
+
+SCRIPT_NAME = "script.py"
+
+
+def run_script(repo_dir: Path, commit: str, model_patch: str, script: str, env: Environment,
+               spec: RepoSpec = RepoSpec(), *, limits: Limits = Limits(),
+               install_timeout_s: float = EnvironmentOptions.build_timeout_s, isolation: Isolation = "auto",
+               work_dir: Optional[Path] = None, keep: bool = False) -> ScriptRun:
+    """Runs `python <script>` in the worktree of `commit` with `model_patch` applied ("" = none),
+    after the same steps as `run_tests` (allowlist reset, install steps; no test patch), with the
+    environment, sandbox and `limits` of a test run. The script is written beside the sandbox,
+    not in it: no patch can change it (patches write only the worktree) and in namespaces mode
+    the script's own run cannot either (only the sandbox is writable, and the file is root's)."""
+    isolation = isolation_mode(isolation)  # type: ignore[assignment]
+    scratch = _scratch(work_dir)
+    try:
+        run = _prepare(scratch, repo_dir, commit, model_patch, env, spec, "", [], limits, install_timeout_s,
+                       isolation)
+        if run.error:
+            return ScriptRun("", None, False, tuple(run.applied), run.error, run.message, isolation=isolation,
+                             reset_files=tuple(run.reset))
+        path = scratch / SCRIPT_NAME
+        path.write_text(script, encoding="utf-8")
+        path.chmod(0o444)
+        result = _in_sandbox([str(run.envs[0].python), str(path)], run.envs, spec, run.sandbox, run.worktree,
+                             limits, isolation)
+        completed = not result.timed_out and result.returncode is not None and result.returncode >= 0
+        error, message = ("timeout", f"the script ran past {limits.timeout_s} s and was killed") \
+            if result.timed_out else ("", "")
+        return ScriptRun(result.output[-_LOG_TAIL_CHARS:], result.returncode, completed, tuple(run.applied), error,
+                         message, result.seconds, isolation, tuple(run.reset))
     finally:
         if not keep:
             shutil.rmtree(scratch, ignore_errors=True)

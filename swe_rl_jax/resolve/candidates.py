@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
 from swe_rl_jax.paths import unsafe_path_reason
@@ -42,9 +43,19 @@ class Candidate:
     patch: str  # git diff, "" when dropped before diffing
     key: str  # normalized patch used for voting ("" when dropped)
     dropped: str  # "" = kept, else one of DROP_REASONS
+    # The verification stage's results (verification.py): None / [] when not run.
+    regression_failures: Optional[int] = None
+    reproduction_passed: list[int] = dataclasses.field(default_factory=list)  # sample ids of scripts it passes
 
     def trace(self) -> dict[str, Any]:
-        return {"sample": self.sample, "dropped": self.dropped, "patch": self.patch, "key_chars": len(self.key)}
+        return {"sample": self.sample, "dropped": self.dropped, "patch": self.patch, "key_chars": len(self.key),
+                "key_sha": key_digest(self.key), "regression_failures": self.regression_failures,
+                "reproduction_passed": self.reproduction_passed}
+
+
+def key_digest(key: str) -> str:
+    """What the trace keeps of a vote key ("" for none): enough to vote again (`rerank`)."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16] if key else ""
 
 
 def _changed_nonblank(old: str, new: str) -> bool:

@@ -11,6 +11,8 @@ from swe_rl_jax.policies.config import PolicyConfig
 from swe_rl_jax.policies.http import HttpPolicyConfig
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.resolve.options import AgentlessOptions
+from swe_rl_jax.resolve.selection import RuleName
+from swe_rl_jax.resolve.verification import VerificationConfig
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.sampling.config import RolloutConfig
 
@@ -44,6 +46,10 @@ class ResolveConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)  # the sampler's layout (on `mesh`) and batching
     seed: int = 0  # sampling keys derive from (seed, instance id, stage)
     progress: bool = True
+    # After sampling: the candidates' tests (verification.py) and the rule that chooses among them
+    # (selection.py); majority without verification is the plain vote.
+    selection: RuleName = "majority"
+    verification: VerificationConfig = field(default_factory=VerificationConfig)
 
     def __post_init__(self) -> None:
         require(self.max_prompt_tokens > 0, "max_prompt_tokens", "must be > 0")

@@ -100,6 +100,6 @@ class Outputs:
 
     def write(self, resolutions: Sequence[Any]) -> None:
         with self.trace.open("a", encoding="utf-8") as f:
-            f.writelines(_line(r.trace()) for r in resolutions)
+            f.writelines(_line({**r.trace(), **r.verified}) for r in resolutions)
         with self.out.open("a", encoding="utf-8") as f:
             f.writelines(_line(_prediction(r.instance_id, self.model_name, r.patch)) for r in resolutions)

@@ -14,10 +14,12 @@ from typing import Any, Optional
 
 from swe_rl_jax.data.sources import GitRepo, Instance, InputError, RepoLocator, Snapshot, load_instances
 from swe_rl_jax.policies import Policy
+from swe_rl_jax.resolve.choice import apply_verified, choose
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.driver import Counts, StageSampling, resolve_chunk, start
 from swe_rl_jax.resolve.output import Outputs, parse_shard, resume, shard_slice
 from swe_rl_jax.resolve.steps import Resolution
+from swe_rl_jax.resolve.verification import Verifier
 
 
 def select_instances(config: ResolveConfig) -> list[Instance]:
@@ -58,6 +60,43 @@ class _Snapshots:
         return Snapshot(git, commit)
 
 
+def _cache_path(config: ResolveConfig, out: Path) -> Path:
+    return Path(config.verification.cache) if config.verification.cache else out.with_name(out.stem + ".tests.jsonl")
+
+
+class _TestTotals:
+    """What the summary says of verification and selection over the instances resolved now."""
+
+    def __init__(self) -> None:
+        self.instances = self.runs = self.cached = 0
+        self.seconds = 0.0
+        self.differs: collections.Counter = collections.Counter()
+        self.errors: collections.Counter = collections.Counter()
+
+    def add(self, res: Resolution) -> None:
+        v = res.verified
+        self.instances += 1
+        self.runs += v.get("test_runs", 0)
+        self.cached += v.get("cached_runs", 0)
+        self.seconds += v.get("test_seconds", 0.0)
+        if v.get("verification_error"):
+            self.errors[v["verification_error"]] += 1
+        key = {c.sample: c.key for c in res.candidates}
+        vote = v["selected"]["majority"]
+        for rule, sample in v["selected"].items():
+            self.differs[rule] += key.get(sample) != key.get(vote)
+
+    def to_json(self, rule: str) -> dict[str, Any]:
+        if not self.instances:
+            return {}
+        n = self.instances
+        return {"selection": {"rule": rule, "differs_from_vote": dict(sorted(self.differs.items()))},
+                "verification": {"instances": n, "test_runs": self.runs, "cached_runs": self.cached,
+                                 "test_seconds": round(self.seconds, 3), "test_runs_per_instance": self.runs / n,
+                                 "test_seconds_per_instance": round(self.seconds / n, 3),
+                                 "errors": dict(sorted(self.errors.items()))}}
+
+
 def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[str, Any]:
     """Runs the pipeline with `policy` (default: `config.policy()`) and returns the summary.
     Inputs are checked before the model loads: InputError when there is nothing to resolve."""
@@ -82,6 +121,7 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
     fallbacks: collections.Counter = collections.Counter()
     drops: collections.Counter = collections.Counter()
     n_candidates = 0
+    tests = _TestTotals()
     begin = time.perf_counter()
     if pending:
         if policy is None:
@@ -92,12 +132,20 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
         outputs = Outputs(out, trace, name)
         sampling = StageSampling(config.localization, config.repair)
         snapshots = _Snapshots(locator)
+        verifier = Verifier(config.verification, locator, _cache_path(config, out)) \
+            if config.verification.enabled else None
         with tqdm(total=len(pending), desc="resolve", unit="instance", file=sys.stderr,
                   disable=not config.progress) as bar:
             for first in range(0, len(pending), config.chunk):
                 chunk = pending[first:first + config.chunk]
                 started = [(i.instance_id, start(i, snapshots, config.agentless)) for i in chunk]
                 resolutions = resolve_chunk(started, policy, sampling, config.seed, counts)
+                if verifier is not None or config.selection != "majority":
+                    for inst, res in zip(chunk, resolutions):
+                        if verifier is not None:
+                            apply_verified(res, verifier.verify(inst, res.candidates, res.reproduction_scripts))
+                        choose(res, config.selection)
+                        tests.add(res)
                 outputs.write(resolutions)
                 for res in resolutions:
                     status[res.status] += 1
@@ -116,6 +164,7 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
         "candidates": n_candidates,
         "candidates_dropped": dict(sorted(drops.items())),
         **counts.to_json(),
+        **tests.to_json(config.selection),
         "seconds": time.perf_counter() - begin,
         "predictions": str(out),
         "trace": str(trace),

@@ -8,7 +8,7 @@ into one batch and the same stage code runs one instance at a time too (`drive`)
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Generator, TypeVar
+from typing import Any, Callable, Generator, Optional, TypeVar
 
 from swe_rl_jax.data import prompts
 from swe_rl_jax.resolve.candidates import Candidate
@@ -43,14 +43,20 @@ class Resolution:
     fallbacks: list[str] = dataclasses.field(default_factory=list)
     candidates: list[Candidate] = dataclasses.field(default_factory=list)
     votes: int = 0  # samples behind the chosen patch
+    reproduction_scripts: list[Optional[str]] = dataclasses.field(default_factory=list)  # per sample; None: no script
     responses: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # stage -> raw answers
     errors: dict[str, str] = dataclasses.field(default_factory=dict)  # stage -> why the policy failed
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # stage -> why no prompt was sent
+
+    # The verification stage's row fields and the rules' choices (docs/EVAL.md); the trace row
+    # carries them (output.Outputs).
+    verified: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def trace(self) -> dict[str, Any]:
         return {"instance_id": self.instance_id, "status": self.status, "files": self.files,
                 "functions": self.functions, "lines": self.lines, "fallbacks": self.fallbacks,
                 "votes": self.votes, "candidates": [c.trace() for c in self.candidates],
+                "reproduction_scripts": self.reproduction_scripts,
                 "responses": self.responses, "errors": self.errors, "skipped": self.skipped}
 
 

@@ -1,0 +1,265 @@
+"""The verification stage of `resolve`: the instance's regression and reproduction tests run on its
+distinct candidates, in the harness (docs/EVAL.md, "Verification"). What is chosen from the results
+is `selection.py`'s business; what counts is `regression.py`'s and `reproduction.py`'s.
+
+Per instance, with `VerificationConfig`:
+- The distinct candidates: the kept samples deduplicated by their vote key (normalized patch); each
+  key runs once, with the patch of its first sample, and its results go to every sample holding it.
+- Regression (`regression: true`): the test files (`regression_tests`: `related`, the test files at
+  the base commit that import or name a module some distinct candidate edits; `test_patch_files`, the
+  instance's test patch's files that exist at base) run at the base commit with no patch; the tests
+  that PASSED there are counted; each distinct candidate's run gives its `regression_failures`
+  (counted tests it fails or does not report, as the harness's statuses say: a run the harness
+  stopped reports none, so every counted test fails). Without test files, or with none passing at
+  base, nothing is run for the candidates: None (no files) or 0 (nothing to fail).
+- Reproduction (`reproduction: true`): each distinct script (the samples' extracted scripts) runs at
+  base; its outcome (`reproduction.parse_outcome`: a run stopped by a limit is "other") decides which
+  are kept (`choose_scripts`, `keep_reproduction`); each kept script runs on each distinct candidate,
+  which passes it when the outcome is "resolved". Script ids are the scripts' sample indices.
+- Every run goes through the cache (testcache.py) first; what is not there runs in the harness
+  (`run_tests`, `run_script`: sandbox, limits, `isolation`), `workers` at a time: first the base
+  runs, then the candidates' runs. `test_runs` / `test_seconds` count what was executed now,
+  `cached_runs` what the cache answered.
+- The environment (harness spec: `specs` file, else the built-in table and the default environment)
+  is built on the instance's first run that is not in the cache; when it cannot be, no test result
+  exists for the instance (`error`: env_build_failed).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Literal, Optional, Sequence
+
+from swe_rl_jax.config import require
+from swe_rl_jax.data.patches import PatchError
+from swe_rl_jax.data.sources import GitError, GitRepo, Instance, RepoLocator
+from swe_rl_jax.harness.defaults import resolve_spec
+from swe_rl_jax.harness.directives import django_label, patch_files
+from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, ensure_environment
+from swe_rl_jax.harness.runner import run_script, run_tests
+from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, isolation_mode
+from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for
+from swe_rl_jax.resolve.candidates import Candidate
+from swe_rl_jax.resolve.regression import passing_at_base, regression_failures, related_test_files
+from swe_rl_jax.resolve.reproduction import Keep, choose_scripts, parse_outcome
+from swe_rl_jax.resolve.testcache import TestCache, run_key
+from swe_rl_jax.synth.run import is_test_file
+
+_OUTPUT_CHARS = 2000  # of a script's output, kept in the cache (the markers are in it)
+
+
+@dataclasses.dataclass(frozen=True)
+class VerificationConfig:
+    regression: bool = False  # run regression tests
+    regression_tests: Literal["related", "test_patch_files"] = "related"
+    reproduction: bool = False  # run the reproduction scripts (the trace row's reproduction_scripts)
+    keep_reproduction: Keep = "vote"  # vote (Agentless: one script) | all (Agentless Mini)
+    workers: int = 2  # test runs at once
+    timeout_s: float = 600.0  # per test run
+    memory_mb: int = 4096  # address space per process of a run
+    cache: str = ""  # default: <out stem>.tests.jsonl next to `out`
+    env_cache: str = ""  # the harness's environment cache (as `evaluate --env-cache`)
+    specs: str = ""  # harness spec file (as `evaluate --specs`); "" = the built-in table
+    isolation: Isolation = "auto"
+    work_dir: str = ""  # where the runs' worktrees are made ("" = the system's temporary directory)
+
+    def __post_init__(self) -> None:
+        require(self.workers >= 1, "verification.workers", "must be >= 1")
+        require(self.timeout_s > 0, "verification.timeout_s", "must be > 0")
+
+    @property
+    def enabled(self) -> bool:
+        return self.regression or self.reproduction
+
+
+@dataclasses.dataclass
+class Verified:
+    """One instance's test results; per-candidate lists follow the candidates given."""
+
+    regression_failures: list[Optional[int]]
+    reproduction_passed: list[list[int]]
+    reproduction_kept: list[int] = dataclasses.field(default_factory=list)
+    reproduction_at_base: list[Optional[str]] = dataclasses.field(default_factory=list)  # outcome per script
+    regression_tests: dict[str, Any] = dataclasses.field(default_factory=dict)
+    test_runs: int = 0
+    cached_runs: int = 0
+    test_seconds: float = 0.0
+    error: str = ""
+    message: str = ""
+
+    def row(self) -> dict[str, Any]:
+        """The trace row's fields (the candidates' own are set on the candidates)."""
+        return {"regression_tests": self.regression_tests, "reproduction_kept": self.reproduction_kept,
+                "reproduction_at_base": self.reproduction_at_base, "test_runs": self.test_runs,
+                "cached_runs": self.cached_runs, "test_seconds": round(self.test_seconds, 3),
+                "verification_error": self.error, "verification_message": self.message}
+
+
+def distinct(candidates: Sequence[Candidate]) -> dict[str, str]:
+    """Vote key -> the patch of its first kept sample, in sample order."""
+    out: dict[str, str] = {}
+    for c in sorted(candidates, key=lambda c: c.sample):
+        if not c.dropped and c.key:
+            out.setdefault(c.key, c.patch)
+    return out
+
+
+def _edited(patches: Sequence[str]) -> list[str]:
+    paths: list[str] = []
+    for patch in patches:
+        try:
+            paths += patch_files(patch)
+        except PatchError:
+            continue
+    return list(dict.fromkeys(paths))
+
+
+def regression_files(source: str, inst: Instance, repo: GitRepo, commit: str, patches: Sequence[str]) -> list[str]:
+    """The regression test files of `source` (module docstring), sorted."""
+    files = repo.tree(commit)
+    if source == "test_patch_files":
+        try:
+            named = patch_files(inst.test_patch) if inst.test_patch.strip() else []
+        except PatchError:
+            named = []
+        return sorted(p for p in named if p in files and p.endswith(".py"))
+    tests = [p for p in files if is_test_file(p)]
+    edited = [p for p in _edited(patches) if not is_test_file(p)]
+    if not tests or not edited:
+        return []
+    sources = repo.snapshot(commit).read_text(tests, keep=False)
+    return related_test_files(edited, {p: t for p, t in sources.items() if t is not None})
+
+
+class _Runs:
+    """One instance's runs: the cache first, else the harness (counted)."""
+
+    def __init__(self, cache: TestCache, instance_id: str, environment: Callable[[], Environment]):
+        self.cache, self.instance_id, self.environment = cache, instance_id, environment
+        self.executed = self.cached = 0
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    def get(self, kind: str, patch: str, subject: str | Sequence[str],
+            execute: Callable[[Environment], dict[str, Any]]) -> dict[str, Any]:
+        key = run_key(self.instance_id, kind, patch, subject)
+        found = self.cache.get(key)
+        if found is not None:
+            with self._lock:
+                self.cached += 1
+            return found
+        start = time.perf_counter()
+        result = execute(self.environment())
+        with self._lock:
+            self.executed += 1
+            self.seconds += time.perf_counter() - start
+        self.cache.put(key, result)
+        return result
+
+
+class Verifier:
+    """Runs the verification stage of instances (`verify`), one run's settings and cache shared."""
+
+    def __init__(self, config: VerificationConfig, locator: RepoLocator, cache_path: Path):
+        self.config = config
+        self.locator = locator
+        self.specs = load_specs(config.specs) if config.specs else {}
+        self.isolation = isolation_mode(config.isolation)
+        self.limits = Limits(timeout_s=config.timeout_s, memory_mb=config.memory_mb)
+        self.env_options = EnvironmentOptions(cache_dir=config.env_cache)
+        self.work_dir = Path(config.work_dir or tempfile.gettempdir())
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        check_work_dir(self.work_dir, self.isolation)
+        self.cache = TestCache(cache_path)
+        self._repos: dict[str, Optional[GitRepo]] = {}
+        self._env_lock = threading.Lock()
+
+    def _repo(self, name: str) -> Optional[GitRepo]:
+        if name not in self._repos:
+            path = self.locator.find(name)
+            self._repos[name] = GitRepo(path) if path is not None else None
+        return self._repos[name]
+
+    def verify(self, inst: Instance, candidates: Sequence[Candidate], scripts: Sequence[Optional[str]]) -> Verified:
+        """The test results of `inst`'s candidates (module docstring); never raises for a problem of
+        the instance (it is the result's `error`)."""
+        config = self.config
+        out = Verified([None] * len(candidates), [[] for _ in candidates])
+        keys = distinct(candidates)
+        if not keys:
+            return out
+        repo = self._repo(inst.repo)
+        try:
+            commit = repo.resolve(inst.base_commit) if repo is not None else None
+        except GitError:
+            commit = None
+        if repo is None or commit is None:
+            out.error, out.message = "missing_repository", f"no clone of {inst.repo} at {inst.base_commit}"
+            return out
+        spec_box: list[tuple[RepoSpec, Environment]] = []
+
+        def environment() -> Environment:
+            with self._env_lock:
+                if not spec_box:
+                    spec = resolve_spec(spec_for(inst, self.specs), repo.path, commit)
+                    spec_box.append((spec, ensure_environment(spec.environment, self.env_options)))
+            return spec_box[0][1]
+
+        runs = _Runs(self.cache, inst.instance_id, environment)
+        harness = dict(limits=self.limits, install_timeout_s=self.env_options.build_timeout_s,
+                       isolation=self.isolation, work_dir=self.work_dir)
+
+        def tests(patch: str, files: Sequence[str]) -> dict[str, Any]:
+            def execute(env: Environment) -> dict[str, Any]:
+                spec = spec_box[0][0]
+                ids = [django_label(f) if spec.directives == "django_labels" else f for f in files]
+                run = run_tests(repo.path, commit, patch, ids, env, spec, **harness)
+                return {"statuses": run.statuses, "error": run.error, "message": run.message[:500],
+                        "seconds": round(run.seconds, 3)}
+            return runs.get("regression", patch, files, execute)
+
+        def script(patch: str, text: str) -> dict[str, Any]:
+            def execute(env: Environment) -> dict[str, Any]:
+                run = run_script(repo.path, commit, patch, text, env, spec_box[0][0], **harness)
+                return {"outcome": parse_outcome(run.output, run.completed and not run.error),
+                        "returncode": run.returncode, "completed": run.completed, "error": run.error,
+                        "output": run.output[-_OUTPUT_CHARS:], "seconds": round(run.seconds, 3)}
+            return runs.get("reproduction", patch, text, execute)
+
+        files: list[str] = []
+        if config.regression:
+            files = regression_files(config.regression_tests, inst, repo, commit, list(keys.values()))
+        texts = [s if (config.reproduction and s) else None for s in scripts]
+        try:
+            with concurrent.futures.ThreadPoolExecutor(config.workers) as pool:
+                base = pool.submit(tests, "", files) if files else None
+                at_base = [pool.submit(script, "", t) if t is not None else None for t in texts]
+                passing = passing_at_base(base.result()["statuses"]) if base is not None else []
+                outcomes = [f.result()["outcome"] if f is not None else None for f in at_base]
+                kept = choose_scripts([t or "" for t in texts], [o or "other" for o in outcomes],
+                                      config.keep_reproduction) if config.reproduction else []
+                on_key = {k: pool.submit(tests, p, files) for k, p in keys.items()} if passing else {}
+                passed = {(k, i): pool.submit(script, p, texts[i]) for k, p in keys.items() for i in kept}
+                failures = {k: len(regression_failures(passing, f.result()["statuses"])) for k, f in on_key.items()}
+                resolved = {ki: f.result()["outcome"] == "resolved" for ki, f in passed.items()}
+        except EnvironmentBuildError as e:
+            out.error, out.message = "env_build_failed", str(e)[:500]
+            out.test_runs, out.cached_runs, out.test_seconds = runs.executed, runs.cached, runs.seconds
+            return out
+        for n, c in enumerate(candidates):
+            if c.dropped or not c.key:
+                continue
+            if files:
+                out.regression_failures[n] = failures.get(c.key, 0)  # nothing passed at base: nothing to fail
+            out.reproduction_passed[n] = [i for i in kept if resolved[(c.key, i)]]
+        if config.regression:
+            out.regression_tests = {"source": config.regression_tests, "files": files,
+                                    "passing_at_base": len(passing)}
+        out.reproduction_kept = kept
+        out.reproduction_at_base = outcomes if config.reproduction else []
+        out.test_runs, out.cached_runs, out.test_seconds = runs.executed, runs.cached, runs.seconds
+        return out
