@@ -275,3 +275,132 @@ def write_answers(instances_path: str, repos: str, out: Path, seed: int) -> dict
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     (out.parent / "kinds.json").write_text(json.dumps(kinds, indent=1) + "\n")
     return kinds
+
+
+# ---------------------------------------------------------------- the measurement
+
+
+def _cli(args: Sequence[str], log: Path) -> float:
+    """Runs `python -m swe_rl_jax.cli ARGS` (its output to `log`); its wall seconds. Exits on failure."""
+    command = [sys.executable, "-m", "swe_rl_jax.cli", *args]
+    print("$ " + " ".join(command), flush=True)
+    start = time.perf_counter()
+    with log.open("w") as f:
+        code = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT).returncode
+    if code != 0:
+        raise SystemExit(f"error: the command above exited {code}; its output: {log}")
+    return time.perf_counter() - start
+
+
+def _report(path: Path) -> dict[str, bool]:
+    """instance id -> resolved, from an `evaluate` report."""
+    report = json.loads(path.read_text())
+    return {r["instance_id"]: bool(r.get("resolved")) for r in report["records"]}
+
+
+def _rows(path: Path) -> dict[str, dict[str, Any]]:
+    return {r["instance_id"]: r for r in map(json.loads, path.read_text().splitlines()) if r}
+
+
+def table(work: Path) -> str:
+    """The per-rule table of a finished `run` in `work` (module docstring)."""
+    kinds = json.loads((work / "kinds.json").read_text())
+    gold = _report(work / "gold" / "report.json")
+    trace = _rows(work / "preds.trace.jsonl")
+    meta = json.loads((work / "run.json").read_text())
+    n = len(trace)
+    runs = sum(t.get("test_runs", 0) for t in trace.values())
+    seconds = sum(t.get("test_seconds", 0.0) for t in trace.values())
+    ok = sorted(i for i in trace if gold.get(i))
+    lines = [f"Instances: {n}; gold resolves {len(ok)}. Test runs {runs} ({runs / n:.1f} per instance), "
+             f"test seconds {seconds:.0f} ({seconds / n:.1f} per instance); `resolve` wall time "
+             f"{meta['resolve_seconds']:.0f} s ({meta['resolve_seconds'] / n:.1f} s per instance).", "",
+             "| rule | %Resolved (of gold-resolving) | resolved | chose gold / breaks / no_fix / none | differs from the vote |",
+             "|---|---|---|---|---|"]
+    for rule in RULES:
+        resolved = _report(work / f"eval_{rule}" / "report.json")
+        chosen: collections.Counter = collections.Counter()
+        differs = 0
+        for iid, row in trace.items():
+            kind = [*kinds[iid]["repair"], "none"]  # index None -> "none" below
+            pick, vote = (row["selected"][r] for r in (rule, "majority"))
+            chosen[kind[-1 if pick is None else pick]] += 1
+            differs += kind[-1 if pick is None else pick] != kind[-1 if vote is None else vote]
+        hits = sum(resolved.get(i, False) for i in ok)
+        lines.append(f"| {rule} | {100 * hits / max(len(ok), 1):.1f} | {hits} / {len(ok)} | "
+                     f"{chosen['gold']} / {chosen['breaks']} / {chosen['no_fix']} / {chosen['none']} | {differs} |")
+    lines += ["", "| instance | gold resolves | regression failures gold / breaks / no_fix | reproduction kept | "
+              + " | ".join(RULES) + " |", "|---|---|---|---|" + "---|" * len(RULES)]
+    for iid, row in trace.items():
+        k = kinds[iid]["repair"]
+        fails = {}
+        for c in row["candidates"]:
+            fails.setdefault(k[c["sample"]], c.get("regression_failures"))
+        picks = [k[row["selected"][r]] if row["selected"][r] is not None else "none" for r in RULES]
+        lines.append(f"| {iid} | {'yes' if gold.get(iid) else 'no'} | {fails.get('gold')} / {fails.get('breaks')} / "
+                     f"{fails.get('no_fix')} | {len(row.get('reproduction_kept', []))} | " + " | ".join(picks) + " |")
+    text = "\n".join(lines) + "\n"
+    (work / "table.md").write_text(text)
+    return text
+
+
+def run(args: argparse.Namespace) -> None:
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    write_answers(args.instances, args.repos, work / "answers.jsonl", args.seed)
+    common = ["--instances", args.instances, "--repos", args.repos]
+    harness = ["--workers", str(args.workers), "--timeout", "1800", "--env-cache", args.env_cache]
+    if not (work / "gold" / "report.json").is_file():
+        _cli(["evaluate", "--gold", *common, "--out", str(work / "gold"), *harness], work / "gold.log")
+    preds = work / "preds.jsonl"
+    for stale in (preds, work / "preds.trace.jsonl"):  # a rerun measures again (the test cache stays)
+        stale.unlink(missing_ok=True)
+    settings = [f"answers={work / 'answers.jsonl'}", "model_name=scripted", "progress=false",
+                f"agentless.num_samples={len(REPAIR_PLAN)}", f"agentless.reproduction_samples={len(REPRO_PLAN)}",
+                "verification.regression=true", "verification.reproduction=true",
+                f"verification.workers={args.workers}", f"verification.env_cache={args.env_cache}",
+                f"verification.cache={work / 'tests.jsonl'}", *args.overrides]
+    config = ["--config", args.config] if args.config else []
+    seconds = _cli(["resolve", *common, "--out", str(preds), *config, *settings], work / "resolve.log")
+    (work / "run.json").write_text(json.dumps({"resolve_seconds": seconds, "settings": settings,
+                                               "config": args.config}) + "\n")
+    for rule in RULES:
+        out = work / f"preds_{rule}.jsonl"
+        _cli(["rerank", "--trace", str(work / "preds.trace.jsonl"), "--rule", rule, "--out", str(out)],
+             work / f"rerank_{rule}.log")
+        _cli(["evaluate", "--predictions", str(out), *common, "--out", str(work / f"eval_{rule}"), *harness],
+             work / f"eval_{rule}.log")
+    print(table(work))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("answers", help="write the scripted policy's recorded answers")
+    a.add_argument("--instances", required=True)
+    a.add_argument("--repos", required=True)
+    a.add_argument("--out", required=True)
+    a.add_argument("--seed", type=int, default=0)
+    r = sub.add_parser("run", help="answers, resolve, rerank and evaluate per rule, the table")
+    r.add_argument("--instances", required=True)
+    r.add_argument("--repos", required=True)
+    r.add_argument("--work", required=True)
+    r.add_argument("--env-cache", required=True)
+    r.add_argument("--config", default="")
+    r.add_argument("--workers", type=int, default=2)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("overrides", nargs="*", help="key=value settings of resolve, after the others")
+    t = sub.add_parser("table", help="the table of a finished run")
+    t.add_argument("--work", required=True)
+    args = parser.parse_args(argv)
+    if args.command == "answers":
+        kinds = write_answers(args.instances, args.repos, Path(args.out), args.seed)
+        print(f"{len(kinds)} instances → {args.out}")
+    elif args.command == "run":
+        run(args)
+    else:
+        print(table(Path(args.work)))
+
+
+if __name__ == "__main__":
+    main()
