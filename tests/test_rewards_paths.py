@@ -105,7 +105,7 @@ def test_resolve_drops_candidates_with_unsafe_paths(repo_with_link, tmp_path):
     options = AgentlessOptions(num_samples=len(DANGEROUS) + 2)
     git = GitRepo(repo)
     steps = resolve_steps(inst, Snapshot(git, git.resolve(commit)), options)
-    sampling = StageSampling(SamplingParams(), SamplingParams())
+    sampling = StageSampling(SamplingParams(), SamplingParams(), SamplingParams())
     [res] = resolve_chunk([(inst.instance_id, steps)], Policy(), sampling, 0, Counts())
     assert [c.dropped for c in res.candidates] == ["invalid_path"] * len(DANGEROUS) + ["", ""]
     patch = res.patch

@@ -125,6 +125,27 @@ def edit_generation(issue: str, segments: Mapping[str, str]) -> str:
     )
 
 
+def reproduction_test(issue: str) -> str:
+    """`resolve`'s reproduction stage (docs/EVAL.md): one standalone script whose printed outcome
+    says whether the issue is present, as Agentless's reproduction-test prompt asks; the outcome
+    strings are `resolve.reproduction.MARKERS`."""
+    return (
+        _ISSUE.format(issue=issue)
+        + "Write one standalone Python script that reproduces this issue against the installed "
+        "repository: it imports what it needs, runs the code the issue describes, and checks the "
+        "behaviour the issue asks for. It must print exactly one of these lines:\n\n"
+        "- `Issue reproduced` when the behaviour the issue reports is still there;\n"
+        "- `Issue resolved` when the code behaves as the issue asks;\n"
+        "- `Other issues` when something else goes wrong (an unexpected exception, say).\n\n"
+        "The same script is run before and after a fix, so it must tell these cases apart. It must "
+        "finish in a few seconds, need no network and write no files outside a temporary "
+        "directory. Answer with the whole script inside one fenced block:\n\n"
+        "```python\nimport pkg\n\ntry:\n    result = pkg.function_named_in_the_issue()\n"
+        "except Exception:\n    print(\"Other issues\")\nelse:\n"
+        "    print(\"Issue resolved\" if result == \"what the issue expects\" else \"Issue reproduced\")\n```"
+    )
+
+
 def swe_rl(issue: str, files: Mapping[str, str]) -> str:
     shown = _code_blocks(files)
     return (

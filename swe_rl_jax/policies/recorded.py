@@ -2,8 +2,8 @@
 
 Each line is `{"task_id": ..., "response": "..."}` or `{"task_id": ..., "responses": [...]}`;
 several lines may share a task id. A request gets up to n of its task's answers, in file order.
-`resolve` asks with task ids `<instance_id>/<stage>` (stage: file, function, line, repair), so a
-file of recorded answers drives it like a model does (docs/EVAL.md).
+`resolve` asks with task ids `<instance_id>/<stage>` (stage: file, function, line, repair,
+reproduction), so a file of recorded answers drives it like a model does (docs/EVAL.md).
 """
 from __future__ import annotations
 

@@ -35,6 +35,9 @@ class ResolveConfig:
     localization: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024,
                                                                                 temperature=0.0))
     repair: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024, temperature=0.8))
+    # The reproduction stage (agentless.reproduction_samples > 0); Agentless: 1,024 tokens at 0.8.
+    reproduction: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024,
+                                                                                temperature=0.8))
     # Sampler: longer prompts are not sent (the stage falls back); the model's context
     # (max_position_embeddings) limits every prompt too.
     max_prompt_tokens: int = 16384
@@ -57,6 +60,8 @@ class ResolveConfig:
         require(self.chunk >= 1, "chunk", "must be >= 1")
         require(self.localization.n == 1, "localization.n", "must be 1 (one answer per localization prompt)")
         require(self.repair.n == 1, "repair.n", "set agentless.num_samples instead (the repair samples per instance)")
+        require(self.reproduction.n == 1, "reproduction.n",
+                "set agentless.reproduction_samples instead (the reproduction scripts per instance)")
         require(not (self.endpoint and self.answers), "answers", "give an endpoint or recorded answers, not both")
 
     def policy(self) -> PolicyConfig:

@@ -33,14 +33,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class StageSampling:
-    """How each stage samples: `localization` for file, function and line, `repair` for repair
-    (its n is the Ask's, `num_samples`)."""
+    """How each stage samples: `localization` for file, function and line, `repair` for repair,
+    `reproduction` for reproduction (the n of a request is its Ask's)."""
 
     localization: SamplingParams
     repair: SamplingParams
+    reproduction: SamplingParams
+
+    def params(self, stage: str) -> SamplingParams:
+        return {"repair": self.repair, "reproduction": self.reproduction}.get(stage, self.localization)
 
     def request(self, instance_id: str, ask: Ask, seed: int) -> PolicyRequest:
-        sp = self.repair if ask.stage == "repair" else self.localization
+        sp = self.params(ask.stage)
         return PolicyRequest(f"{instance_id}/{ask.stage}", tuple(ask.messages), ask.n, sp.temperature,
                              sp.max_new_tokens, sp.top_p, tuple(sp.stop), derive_seed(seed, instance_id, ask.stage),
                              sp.top_k)

@@ -21,12 +21,14 @@ class AgentlessOptions:
     exclude_patterns: tuple[str, ...] = ()  # e.g. `doc/**`
     include_tests: bool = False
     lexical_max_files: int = 5000  # files whose contents the lexical fallback and BM25 retrieval read
+    reproduction_samples: int = 0  # reproduction scripts asked per instance (Agentless: 40); 0: no such stage
 
     def __post_init__(self) -> None:
         require(self.top_files >= 1, "top_files", "must be >= 1")
         require(self.tree_retrieval >= 0, "tree_retrieval", "must be >= 0")
         require(self.context_lines >= 0, "context_lines", "must be >= 0")
         require(self.num_samples >= 1, "num_samples", "must be >= 1")
+        require(self.reproduction_samples >= 0, "reproduction_samples", "must be >= 0")
         require(self.tree_max_tokens >= 1, "tree_max_tokens", "must be >= 1")
         require(self.max_shown_lines >= 1, "max_shown_lines", "must be >= 1")
         require(bool(self.file_patterns), "file_patterns", "must not be empty")

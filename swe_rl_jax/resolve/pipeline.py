@@ -1,5 +1,7 @@
 """One instance of `resolve`, stage by stage (docs/EVAL.md): localization (resolve/localization.py)
-→ repair (resolve/repair.py) → candidates and vote (resolve/candidates.py).
+→ repair (resolve/repair.py) → candidates and vote (resolve/candidates.py) → reproduction scripts
+(resolve/reproduction.py, when `reproduction_samples` > 0 and some candidate is kept: without one
+there is nothing for a script to check).
 
 `resolve_steps` is a generator of the instance's questions (`Ask`); the driver
 (resolve/driver.py) batches them across instances. A stage that falls back asks nothing, so the
@@ -14,17 +16,24 @@ from swe_rl_jax.resolve.localization import item_windows, localize_files, locali
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.repair import edit_windows, repair
 from swe_rl_jax.resolve.repo import RepoView
+from swe_rl_jax.resolve.reproduction import reproduce
 from swe_rl_jax.resolve.steps import Resolution, Steps
 
 
 def resolve_steps(inst: Instance, snapshot: Snapshot, options: AgentlessOptions) -> Steps[Resolution]:
     res = Resolution(inst.instance_id, "", "no_candidate")
-    repo = RepoView(snapshot, options)
+    yield from localize_and_repair(inst, RepoView(snapshot, options), options, res)
+    if options.reproduction_samples and any(not c.dropped for c in res.candidates):
+        yield from reproduce(inst.problem_statement, options.reproduction_samples, res)
+    return res
+
+
+def localize_and_repair(inst: Instance, repo: RepoView, options: AgentlessOptions, res: Resolution) -> Steps[None]:
     issue = inst.problem_statement
     files = yield from localize_files(issue, repo, options, res, inst.instance_id)
     res.files = files
     if not files:
-        return res
+        return
     items = yield from localize_functions(issue, files, repo, res)
     res.functions = [list(i) for i in items]
     windows = item_windows(items, repo, options.context_lines, options.max_shown_lines)
@@ -38,4 +47,3 @@ def resolve_steps(inst: Instance, snapshot: Snapshot, options: AgentlessOptions)
     if not shown:  # e.g. only empty files were located
         shown = {p: [(1, 1)] for p in files}
     yield from repair(issue, shown, repo, options, res)
-    return res

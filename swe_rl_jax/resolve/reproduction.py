@@ -9,6 +9,10 @@ A script's run has one outcome:
   memory limits) or that exited non-zero with no marker.
 A script is kept only when its run at the base commit is "reproduced"; on a candidate it passes only
 when that run is "resolved".
+
+The policy's half (asked by the pipeline, resolve/pipeline.py): `reproduce` asks the reproduction
+prompt (`prompts.reproduction_test`) `agentless.reproduction_samples` times, and `extract_script`
+takes each answer's script (the last ```python block after `</think>`).
 """
 from __future__ import annotations
 
@@ -16,12 +20,48 @@ import ast
 import collections
 from typing import Literal, Optional, Sequence
 
+from swe_rl_jax.data import prompts
 from swe_rl_jax.data.pysource import SourceSyntaxError, parse_source
+from swe_rl_jax.resolve.steps import Ask, Resolution, Steps, message
+from swe_rl_jax.rewards import after_think
+from swe_rl_jax.rewards.parsers import FENCE, is_fence_line
 
 Outcome = Literal["reproduced", "resolved", "other"]
 MARKERS: dict[str, Outcome] = {"Issue reproduced": "reproduced", "Issue resolved": "resolved",
                                "Other issues": "other"}
 Keep = Literal["vote", "all"]  # Agentless votes the kept scripts down to one; Agentless Mini keeps all
+
+
+PYTHON_TAGS = ("python", "py", "python3")
+
+
+def extract_script(answer: str) -> Optional[str]:
+    """The content of the last closed ```python block after the last `</think>` (ending with a
+    newline), or None when there is none or it is blank. A bare ``` closes a block, as in
+    CommonMark; blocks with another language tag or none are not scripts."""
+    lines = after_think(answer or "").split("\n")
+    last: Optional[tuple[int, int]] = None
+    open_at, is_python = -1, False
+    for i, line in enumerate(lines):
+        if open_at < 0:
+            if is_fence_line(line):
+                open_at, is_python = i, line.strip()[len(FENCE):].strip().lower() in PYTHON_TAGS
+        elif line.strip() == FENCE:
+            if is_python:
+                last = (open_at + 1, i)
+            open_at = -1
+    if last is None:
+        return None
+    script = "\n".join(lines[last[0]:last[1]])
+    return script + "\n" if script.strip() else None
+
+
+def reproduce(issue: str, samples: int, res: Resolution) -> Steps[None]:
+    """Asks for `samples` reproduction scripts; sets `res.reproduction_scripts` (one per answer, in
+    sample order, None where the answer holds no script)."""
+    answers = yield Ask("reproduction", message(prompts.reproduction_test(issue)), samples)
+    res.responses["reproduction"] = answers
+    res.reproduction_scripts = [extract_script(a) for a in answers]
 
 
 def parse_outcome(output: str, completed: bool = True) -> Outcome:

@@ -14,7 +14,7 @@ from swe_rl_jax.data import prompts
 from swe_rl_jax.resolve.candidates import Candidate
 
 Messages = list[dict[str, str]]
-STAGES = ("file", "function", "line", "repair")
+STAGES = ("file", "function", "line", "repair", "reproduction")
 T = TypeVar("T")
 
 
