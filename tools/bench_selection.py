@@ -149,8 +149,8 @@ def victim_function(source: str, avoid: Sequence[tuple[int, int]], tests_text: s
 def _show(repo: Path, commit: str, path: str) -> str:
     try:
         return run_git(repo, "show", f"{commit}:{path}").decode("utf-8")
-    except Exception:  # a file the patch creates
-        return ""
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 at the base commit") from None
 
 
 def _patched(repo: Path, commit: str, patch: str) -> tuple[dict[str, str], dict[str, str], dict[str, list[int]]]:
@@ -212,21 +212,34 @@ USELESS = {
 }
 
 
+def _targets(py: Sequence[str], old: dict[str, str], gold: dict[str, str], changed: dict[str, list[int]],
+             located: dict[str, list[Item | None]], tests_text: str) -> tuple[str, Item, Item]:
+    """(file, the function its gold change edits, the function to break) in the first gold-edited
+    file (path order) that has both."""
+    for target in py:
+        if len(functions(outline(parse_source(old[target])))) < 2:
+            continue
+        edited = edited_function(old[target], changed[target])
+        # The break goes into the gold-fixed file, outside every item the gold patch changes there.
+        touched = {e.qualname for e in located[target] if e and e.kind == "function"} | {edited.qualname}
+        fixed_spans = [(i.start, i.end) for i in outline(parse_source(gold[target])) if i.qualname in touched]
+        try:
+            return target, edited, victim_function(gold[target], fixed_spans, tests_text)
+        except ValueError:
+            continue
+    raise ValueError("no gold-edited file has a function to break outside the gold change")
+
+
 def scripted_answers(inst: Instance, repo: Path, seed: int) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """The recorded answers of one instance and the kind of each repair / reproduction sample."""
     old, gold, changed = _patched(repo, inst.base_commit, inst.patch)
     tests_old, tests_new, _ = _patched(repo, inst.base_commit, inst.test_patch)
     py = sorted(p for p in gold if p.endswith(".py") and old[p])
     if not py:
-        raise ValueError(f"{inst.instance_id}: the gold patch edits no existing Python file")
-    target = py[0]
+        raise ValueError("the gold patch edits no existing Python file")
     located = {p: [enclosing_item(outline(parse_source(old[p])), n) for n in changed[p]] for p in py}
-    edited = edited_function(old[target], changed[target])
     tests_text = "\n".join(tests_old.values())
-    # The break goes into the gold-fixed file, outside every item the gold patch changes there.
-    touched = {e.qualname for e in located[target] if e and e.kind == "function"} | {edited.qualname}
-    fixed_spans = [(i.start, i.end) for i in outline(parse_source(gold[target])) if i.qualname in touched]
-    victim = victim_function(gold[target], fixed_spans, tests_text)
+    target, edited, victim = _targets(py, old, gold, changed, located, tests_text)
     variants = {
         "gold": gold,
         "breaks": {**gold, target: insert_statement(gold[target], victim, BREAK)},
@@ -258,23 +271,27 @@ def scripted_answers(inst: Instance, repo: Path, seed: int) -> tuple[list[dict[s
     return rows, kinds
 
 
-def write_answers(instances_path: str, repos: str, out: Path, seed: int) -> dict[str, Any]:
+def write_answers(instances_path: str, repos: str, out: Path, seed: int) -> tuple[dict[str, Any], dict[str, str]]:
+    """Writes the recorded answers (`out`) and the kinds (`out`'s folder / kinds.json); returns the
+    kinds and the instances skipped, with why (no answers are written for them)."""
     locator = RepoLocator(repos)
-    rows, kinds = [], {}
+    rows, kinds, skipped = [], {}, {}
     for inst in load_instances(instances_path):
         repo = locator.find(inst.repo)
         if repo is None:
             raise SystemExit(f"error: no clone of {inst.repo} under {repos}")
         try:
             r, k = scripted_answers(inst, Path(repo), seed)
-        except ValueError as e:
-            raise SystemExit(f"error: {inst.instance_id}: {e}") from None
+        except ValueError as e:  # SourceSyntaxError and PatchError too
+            skipped[inst.instance_id] = str(e)
+            print(f"skipped {inst.instance_id}: {e}", file=sys.stderr)
+            continue
         rows += r
         kinds[inst.instance_id] = k
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     (out.parent / "kinds.json").write_text(json.dumps(kinds, indent=1) + "\n")
-    return kinds
+    return kinds, skipped
 
 
 # ---------------------------------------------------------------- the measurement
@@ -347,7 +364,9 @@ def table(work: Path) -> str:
 def run(args: argparse.Namespace) -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    write_answers(args.instances, args.repos, work / "answers.jsonl", args.seed)
+    kinds, skipped = write_answers(args.instances, args.repos, work / "answers.jsonl", args.seed)
+    if skipped:
+        raise SystemExit(f"error: {len(skipped)} instances have no scripted answers (named above); leave them out")
     common = ["--instances", args.instances, "--repos", args.repos]
     harness = ["--workers", str(args.workers), "--timeout", "1800", "--env-cache", args.env_cache]
     if not (work / "gold" / "report.json").is_file():
@@ -394,8 +413,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     t.add_argument("--work", required=True)
     args = parser.parse_args(argv)
     if args.command == "answers":
-        kinds = write_answers(args.instances, args.repos, Path(args.out), args.seed)
-        print(f"{len(kinds)} instances → {args.out}")
+        kinds, skipped = write_answers(args.instances, args.repos, Path(args.out), args.seed)
+        print(f"{len(kinds)} instances → {args.out}; {len(skipped)} skipped")
     elif args.command == "run":
         run(args)
     else:
