@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("swe_rl_jax.commands.eval", "greedy subtask evaluation: format, hit, precision/recall, F-beta, applied"),
     "resolve": ("swe_rl_jax.commands.resolve", "Agentless-style inference: localize, repair, filter, vote -> predictions"),
     "evaluate": ("swe_rl_jax.commands.evaluate", "run instances' tests on predicted patches -> %applied, %resolved"),
+    "rerank": ("swe_rl_jax.commands.rerank", "apply a selection rule again to a finished resolve run's trace -> predictions"),
     "curate": ("swe_rl_jax.commands.curate", "SWE-RL instances: merged PRs and linked issues from GitHub's event archive + clones"),
     "synthesize": ("swe_rl_jax.commands.synthesize", "validated tasks from a repository with tests: injected bugs its tests catch"),
     "plan-memory": ("swe_rl_jax.commands.plan_memory", "per-chip memory, fit and roofline of a run's programs on CPU or TPU targets"),

@@ -92,6 +92,12 @@ def resume(out: Path, trace: Path, model_name: str) -> set[str]:
     return done
 
 
+def write_predictions(path: Path, model_name: str, patches: Sequence[tuple[str, str]]) -> None:
+    """A predictions file of (instance_id, patch) rows (`rerank`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_rows(path, [_prediction(i, model_name, p) for i, p in patches])
+
+
 class Outputs:
     """Appends the rows of finished instances: trace rows, then prediction rows."""
 

@@ -22,7 +22,7 @@ Per instance, with `VerificationConfig`:
   `cached_runs` what the cache answered.
 - The environment (harness spec: `specs` file, else the built-in table and the default environment)
   is built on the instance's first run that is not in the cache; when it cannot be, no test result
-  exists for the instance (`error`: env_build_failed).
+  exists for the instance (`error`: env_build_failed, or git_error when the repository cannot be read).
 """
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ class VerificationConfig:
     workers: int = 2  # test runs at once
     timeout_s: float = 600.0  # per test run
     memory_mb: int = 4096  # address space per process of a run
+    max_processes: int = 256  # processes of the sandbox user (namespaces mode)
     cache: str = ""  # default: <out stem>.tests.jsonl next to `out`
     env_cache: str = ""  # the harness's environment cache (as `evaluate --env-cache`)
     specs: str = ""  # harness spec file (as `evaluate --specs`); "" = the built-in table
@@ -169,7 +170,8 @@ class Verifier:
         self.locator = locator
         self.specs = load_specs(config.specs) if config.specs else {}
         self.isolation = isolation_mode(config.isolation)
-        self.limits = Limits(timeout_s=config.timeout_s, memory_mb=config.memory_mb)
+        self.limits = Limits(timeout_s=config.timeout_s, memory_mb=config.memory_mb,
+                             max_processes=config.max_processes)
         self.env_options = EnvironmentOptions(cache_dir=config.env_cache)
         self.work_dir = Path(config.work_dir or tempfile.gettempdir())
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -201,12 +203,19 @@ class Verifier:
             out.error, out.message = "missing_repository", f"no clone of {inst.repo} at {inst.base_commit}"
             return out
         spec_box: list[tuple[RepoSpec, Environment]] = []
+        failed: list[Exception] = []  # the build is tried once per instance, not once per run
 
         def environment() -> Environment:
             with self._env_lock:
+                if failed:
+                    raise failed[0]
                 if not spec_box:
-                    spec = resolve_spec(spec_for(inst, self.specs), repo.path, commit)
-                    spec_box.append((spec, ensure_environment(spec.environment, self.env_options)))
+                    try:
+                        spec = resolve_spec(spec_for(inst, self.specs), repo.path, commit)
+                        spec_box.append((spec, ensure_environment(spec.environment, self.env_options)))
+                    except (EnvironmentBuildError, GitError) as e:
+                        failed.append(e)
+                        raise
             return spec_box[0][1]
 
         runs = _Runs(self.cache, inst.instance_id, environment)
@@ -231,10 +240,10 @@ class Verifier:
             return runs.get("reproduction", patch, text, execute)
 
         files: list[str] = []
-        if config.regression:
-            files = regression_files(config.regression_tests, inst, repo, commit, list(keys.values()))
         texts = [s if (config.reproduction and s) else None for s in scripts]
         try:
+            if config.regression:
+                files = regression_files(config.regression_tests, inst, repo, commit, list(keys.values()))
             with concurrent.futures.ThreadPoolExecutor(config.workers) as pool:
                 base = pool.submit(tests, "", files) if files else None
                 at_base = [pool.submit(script, "", t) if t is not None else None for t in texts]
@@ -246,8 +255,9 @@ class Verifier:
                 passed = {(k, i): pool.submit(script, p, texts[i]) for k, p in keys.items() for i in kept}
                 failures = {k: len(regression_failures(passing, f.result()["statuses"])) for k, f in on_key.items()}
                 resolved = {ki: f.result()["outcome"] == "resolved" for ki, f in passed.items()}
-        except EnvironmentBuildError as e:
-            out.error, out.message = "env_build_failed", str(e)[:500]
+        except (EnvironmentBuildError, GitError) as e:
+            out.error = "env_build_failed" if isinstance(e, EnvironmentBuildError) else "git_error"
+            out.message = str(e)[:500]
             out.test_runs, out.cached_runs, out.test_seconds = runs.executed, runs.cached, runs.seconds
             return out
         for n, c in enumerate(candidates):
