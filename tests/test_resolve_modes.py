@@ -124,3 +124,204 @@ def test_no_reproduction_stage_by_default_or_without_a_kept_candidate(repos, tmp
     assert trace["status"] == ("patch" if good_repair else "no_candidate")
     assert not any(r.task_id.endswith("/reproduction") for r in policy.requests)
     assert trace["reproduction_scripts"] == [] and "reproduction" not in trace["responses"]
+
+
+# ---------------------------------------------------------------------------- 1 greedy + the rest at temperature
+
+
+def _good_run_answers(repos, tmp_path, repairs=3):
+    first = _first_line(repos, _instance(ID), "configlet/types.py")
+    return _answers(tmp_path, {
+        f"{ID}/file": ["```\nconfiglet/types.py\n```"], f"{ID}/function": ["?"], f"{ID}/line": ["?"],
+        f"{ID}/repair": [_edit("configlet/types.py", first, first + f"\n_TOUCHED = {k}") for k in range(repairs)],
+        f"{ID}/reproduction": [f"```python\nprint({k})\n```" for k in range(4)]})
+
+
+def test_greedy_first_asks_sample_0_greedy_and_keeps_every_samples_seed(repos, tmp_path):
+    from swe_rl_jax.policies import derive_seed
+
+    answers = _good_run_answers(repos, tmp_path)
+    options = AgentlessOptions(num_samples=3, reproduction_samples=4)
+    plain = Recording(answers)
+    run_resolve(_config(repos, tmp_path / "a", answers, agentless=options), plain)
+    greedy = Recording(answers)
+    run_resolve(_config(repos, tmp_path / "b", answers, agentless=options, greedy_first=("repair", "reproduction"),
+                        seed=5), greedy)
+    asked = lambda policy, stage: [(r.n, r.first, r.temperature, r.seed) for r in policy.requests  # noqa: E731
+                                   if r.task_id == f"{ID}/{stage}"]
+    assert asked(plain, "repair") == [(3, 0, 0.8, derive_seed(0, ID, "repair"))]
+    s = derive_seed(5, ID, "repair")
+    assert asked(greedy, "repair") == [(1, 0, 0.0, s), (2, 1, 0.8, s)]
+    s = derive_seed(5, ID, "reproduction")
+    assert asked(greedy, "reproduction") == [(1, 0, 0.0, s), (3, 1, 0.8, s)]
+    assert asked(greedy, "file") == [(1, 0, 0.0, derive_seed(5, ID, "file"))]  # other stages: one request
+    # The Ask's answers are the task's answers in sample order, whichever request gave them.
+    a, b = (_traces(tmp_path / d)[0] for d in "ab")
+    assert a["responses"] == b["responses"] and len(b["responses"]["repair"]) == 3
+    assert b["reproduction_scripts"] == [f"print({k})\n" for k in range(4)]
+
+
+def test_the_sampled_part_draws_the_keys_of_samples_1_to_n():
+    """The JAX sampler draws sample i of a request from fold_in(key(seed), first + i): the sampled
+    part of a greedy-first Ask (first = 1) draws exactly the keys samples 1..n-1 draw without it."""
+    import jax
+    import numpy as np
+
+    from swe_rl_jax.sampling.engine import request_keys
+
+    whole, part = request_keys(1234, 5), request_keys(1234, 4, 1)
+    assert np.array_equal(whole[1:], part)
+    assert np.array_equal(part[0], jax.random.key_data(jax.random.fold_in(jax.random.key(1234), 1)))
+
+
+def test_recorded_answers_are_served_from_a_requests_first_sample(tmp_path):
+    from swe_rl_jax.policies import PolicyRequest
+
+    path = _answers(tmp_path, {"t/repair": ["a", "b", "c", "d"]})
+    out = RecordedPolicy(path).generate([PolicyRequest("t/repair", (), n=1), PolicyRequest("t/repair", (), n=2, first=1),
+                                         PolicyRequest("t/repair", (), n=3, first=3)])
+    assert [r.completions for r in out] == [("a",), ("b", "c"), ("d",)]
+
+
+def test_greedy_first_names_only_known_stages():
+    from swe_rl_jax.config import ConfigError
+
+    with pytest.raises(ConfigError, match="greedy_first.*'repiar'"):
+        ResolveConfig(greedy_first=("repair", "repiar"))
+    with pytest.raises(ConfigError, match="reproduction.n"):
+        ResolveConfig(reproduction=SamplingParams(n=2))
+
+
+# ---------------------------------------------------------------------------- location samples, interval-restricted SEARCH
+
+
+def test_split_samples():
+    from swe_rl_jax.resolve.repair import split_samples
+
+    assert split_samples(40, 4) == [10, 10, 10, 10]  # Agentless: 10 repairs per location set
+    assert split_samples(10, 4) == [3, 3, 2, 2]
+    assert split_samples(3, 4) == [1, 1, 1, 0]
+    assert split_samples(5, 1) == [5]
+
+
+def test_apply_within_edits_only_the_shown_intervals():
+    from swe_rl_jax.resolve.candidates import apply_within
+    from swe_rl_jax.rewards import SearchReplaceBlock as B
+
+    text = "a\nb\nx = 1\nc\nx = 1\nd\n"
+    # `x = 1` first occurs on line 3, outside the shown lines 4-6: the line-5 one is edited.
+    got = apply_within({"f.py": text}, [B("f.py", "x = 1", "x = 2")], {"f.py": [(4, 6)]})
+    assert got.new_contents == {"f.py": "a\nb\nx = 1\nc\nx = 2\nd\n"} and got.applied == 1
+    # Unrestricted, the first occurrence is edited.
+    from swe_rl_jax.rewards import apply_search_replace
+    assert apply_search_replace({"f.py": text}, [B("f.py", "x = 1", "x = 2")], "agentless").new_contents == \
+        {"f.py": "a\nb\nx = 2\nc\nx = 1\nd\n"}
+    # A SEARCH across an interval's edge, in no interval, or in a file not shown is skipped.
+    got = apply_within({"f.py": text, "g.py": "q\n"},
+                       [B("f.py", "c\nx = 1", "C"), B("f.py", "a", "A"), B("g.py", "q", "r"), B("f.py", "d", "D")],
+                       {"f.py": [(2, 3), (5, 6)]})
+    assert got.new_contents == {"f.py": "a\nb\nx = 1\nc\nx = 1\nD\n"}
+    assert [s["block"] for s in got.skipped] == [0, 1, 2]
+    # Two intervals, blocks applied in order, each at its first shown match.
+    got = apply_within({"f.py": text}, [B("f.py", "x = 1", "x = 2"), B("f.py", "x = 1", "x = 3")],
+                       {"f.py": [(2, 3), (5, 5)]})
+    assert got.new_contents == {"f.py": "a\nb\nx = 2\nc\nx = 3\nd\n"}
+
+
+LINES = {0: 47, 1: 60}  # configlet/types.py: `return int(text, 0)` in to_int; `if text in TRUE_VALUES:` in to_bool
+TO_INT = _edit("configlet/types.py", "    return int(text, 0)", "    return int(text, 10)")
+TO_BOOL = _edit("configlet/types.py", "    if text in TRUE_VALUES:", "    if text in TRUE_VALUES or text == 'on':")
+
+
+@pytest.mark.parametrize("restrict", [True, False])
+def test_location_samples_split_the_repairs_and_restrict_their_search(repos, tmp_path, restrict):
+    answers = _answers(tmp_path, {
+        f"{ID}/file": ["```\nconfiglet/types.py\n```"],
+        f"{ID}/function": ["```\nconfiglet/types.py\nfunction: to_int\nfunction: to_bool\n```"],
+        f"{ID}/line": [f"```\nconfiglet/types.py\nline: {LINES[k]}\n```" for k in range(2)],
+        f"{ID}/repair": [TO_INT, TO_BOOL, TO_BOOL, TO_INT]})
+    policy = Recording(answers)
+    config = _config(repos, tmp_path, answers, line=SamplingParams(max_new_tokens=99, temperature=0.8),
+                     agentless=AgentlessOptions(num_samples=4, location_samples=2, context_lines=0,
+                                                search_in_shown=restrict))
+    run_resolve(config, policy)
+    [trace] = _traces(tmp_path)
+    assert trace["location_sets"] == [[["configlet/types.py", 47]], [["configlet/types.py", 60]]]
+    assert trace["lines"] == [["configlet/types.py", 47]]
+    [line] = [r for r in policy.requests if r.task_id.endswith("/line")]
+    assert (line.n, line.temperature, line.max_tokens) == (2, 0.8, 99)
+    repairs = [r for r in policy.requests if r.task_id.endswith("/repair")]
+    assert [(r.n, r.first) for r in repairs] == [(2, 0), (2, 2)]
+    shown = [r.messages[-1]["content"] for r in repairs]
+    assert "return int(text, 0)" in shown[0] and "TRUE_VALUES:" not in shown[0]
+    assert "TRUE_VALUES:" in shown[1] and "return int(text, 0)" not in shown[1]
+    assert trace["repair_sets"] == [0, 0, 1, 1]
+    dropped = [c["dropped"] for c in trace["candidates"]]
+    assert dropped == (["", "no_change", "", "no_change"] if restrict else ["", "", "", ""])
+
+
+# ---------------------------------------------------------------------------- the files mode (Agentless Mini)
+
+
+def test_file_list_size_is_2_to_5_and_stable():
+    from swe_rl_jax.resolve.localization import file_list_size
+
+    sizes = [file_list_size(ID, k) for k in range(64)]
+    assert set(sizes) == {2, 3, 4, 5}
+    assert sizes == [file_list_size(ID, k) for k in range(64)]
+
+
+def test_files_mode_asks_shuffled_trees_and_repairs_whole_files(repos, tmp_path):
+    from swe_rl_jax.data import prompts
+    from swe_rl_jax.resolve.localization import file_list_size
+
+    loader_line = _first_line(repos, _instance(ID), "configlet/loader.py")
+    answers = _answers(tmp_path, {
+        f"{ID}/file": ["```\nconfiglet/types.py\nconfiglet/loader.py\n```",
+                       "```\nconfiglet/types.py\nconfiglet/loader.py\n```",  # the same list again
+                       "```\nconfiglet/loader.py\nno/such/file.py\n```"],
+        f"{ID}/repair": [TO_INT] * 3 + [TO_INT, _edit("configlet/loader.py", loader_line, loader_line + "\n_X = 1")]})
+    policy = Recording(answers)
+    config = _config(repos, tmp_path, answers, agentless=AgentlessOptions(mode="files", file_samples=3, num_samples=5,
+                                                                          search_in_shown=True))
+    run_resolve(config, policy)
+    [trace] = _traces(tmp_path)
+    files = [r for r in policy.requests if r.task_id.endswith("/file")]
+    assert [(r.n, r.first) for r in files] == [(1, 0), (1, 1), (1, 2)]
+    trees = [r.messages[-1]["content"].split("<tree>\n")[1].split("\n</tree>")[0] for r in files]
+    assert len(set(trees)) == 3 and len({tuple(sorted(t.split("\n"))) for t in trees}) == 1  # same files, own order
+    for k, r in enumerate(files):
+        assert r.messages[-1]["content"].endswith(f"Name only files listed above, at most {file_list_size(ID, k)}.")
+    assert not any(r.task_id.endswith(("/function", "/line")) for r in policy.requests)  # no finer localization
+    # Two distinct lists; 5 repairs cycle over them as Agentless Mini does: 3 and 2.
+    assert trace["location_sets"] == [["configlet/types.py", "configlet/loader.py"], ["configlet/loader.py"]]
+    assert trace["files"] == ["configlet/types.py", "configlet/loader.py"]
+    repairs = [r for r in policy.requests if r.task_id.endswith("/repair")]
+    assert [(r.n, r.first) for r in repairs] == [(3, 0), (2, 3)]
+    whole = {p: subprocess.run(["git", "-C", str(repos / "quillsoft__configlet"), "show", f"{_instance(ID).base_commit}:{p}"],
+                               capture_output=True, text=True).stdout for p in ("configlet/types.py", "configlet/loader.py")}
+    assert list(repairs[0].messages) == [
+        {"role": "system", "content": prompts.SWE_RL_SYSTEM},
+        {"role": "user", "content": prompts.swe_rl(_instance(ID).problem_statement, whole)}]
+    assert "### configlet/types.py" not in repairs[1].messages[-1]["content"]
+    # SEARCH anywhere in the shown files: the set without types.py cannot edit it.
+    assert [c["dropped"] for c in trace["candidates"]] == ["", "", "", "no_change", ""]
+    assert trace["repair_sets"] == [0, 0, 0, 1, 1]
+
+
+def test_whole_files_fit_the_token_budget(repos):
+    from swe_rl_jax.data.options import make_token_counter
+    from swe_rl_jax.data.sources import GitRepo, Snapshot
+    from swe_rl_jax.resolve.repair import whole_files
+    from swe_rl_jax.resolve.repo import RepoView
+
+    git = GitRepo(repos / "quillsoft__configlet")
+    repo = RepoView(Snapshot(git, git.resolve(_instance(ID).base_commit)), AgentlessOptions())
+    count = make_token_counter("")
+    cost = {p: count(f"### {p}\n" + "\n".join(repo.lines(p))) for p in ("configlet/types.py", "configlet/loader.py")}
+    n = {p: len(repo.lines(p)) for p in cost}
+    both = ["configlet/types.py", "configlet/loader.py"]
+    assert whole_files(both, repo, sum(cost.values())) == {p: [(1, n[p])] for p in both}
+    # loader.py does not fit after types.py: left out; neither fits: the first alone.
+    assert whole_files(both, repo, cost["configlet/types.py"]) == {"configlet/types.py": [(1, n["configlet/types.py"])]}
+    assert whole_files(both, repo, 1) == {"configlet/types.py": [(1, n["configlet/types.py"])]}

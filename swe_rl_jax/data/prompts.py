@@ -56,9 +56,10 @@ def _code_blocks(files: Mapping[str, str], numbered: bool = False) -> str:
     return "\n\n".join(blocks)
 
 
-def file_localization(issue: str, tree: str, retrieved: Sequence[str] = ()) -> str:
+def file_localization(issue: str, tree: str, retrieved: Sequence[str] = (), at_most: int = 0) -> str:
     """`retrieved`: files a retriever ranked for the issue, best first, listed under the tree
-    (`data/retrieval.py`); none: SoRFT's prompt."""
+    (`data/retrieval.py`); none: SoRFT's prompt. `at_most`: ask for at most that many files
+    (`resolve`'s files mode, as Agentless Mini asks for 2 to 5); 0: the training prompt."""
     ranked = ("These files of the tree share the most words with the issue (BM25 retrieval over "
               "their paths and contents), most similar first:\n\n" + "\n".join(retrieved) + "\n\n"
               if retrieved else "")
@@ -72,7 +73,8 @@ def file_localization(issue: str, tree: str, retrieved: Sequence[str] = ()) -> s
         "to the repository root (directory names joined with `/`, e.g. `pkg/sub/module.py`), one "
         "path per line, most likely first, inside one fenced code block:\n\n"
         "```\npkg/first_file.py\npkg/sub/second_file.py\n```\n\n"
-        "Name only files listed above; usually one to three files are enough."
+        + (f"Name only files listed above, at most {at_most}." if at_most else
+           "Name only files listed above; usually one to three files are enough.")
     )
 
 

@@ -127,10 +127,14 @@ def outline_note(items: Sequence[Item]) -> str:
     return ", ".join(f"{name}({', '.join(members)})" if members else name for name, members in methods.items())
 
 
-def render_tree(paths: Iterable[str], notes: Mapping[str, str] | None = None) -> str:
+def render_tree(paths: Iterable[str], notes: Mapping[str, str] | None = None, shuffle: str = "") -> str:
     """The indented tree of `paths`, each file's line followed by `  # <note>` when `notes` has
-    one for it (see the module docstring)."""
+    one for it (see the module docstring). `shuffle`: siblings in an order hashed from it and
+    their names instead of by name (Agentless Mini shows each localization sample a differently
+    ordered tree); directories still come before files."""
     notes = notes or {}
+    order = (lambda names: sorted(names, key=lambda n: hashlib.sha256(f"{shuffle}\0{n}".encode()).hexdigest())) \
+        if shuffle else sorted
     root: dict = {}
     for path in paths:
         node = root
@@ -141,8 +145,8 @@ def render_tree(paths: Iterable[str], notes: Mapping[str, str] | None = None) ->
     lines: list[str] = []
 
     def walk(node: dict, depth: int) -> None:
-        dirs = sorted(k for k, v in node.items() if isinstance(v, dict))
-        files = sorted(k for k, v in node.items() if not isinstance(v, dict))
+        dirs = order(k for k, v in node.items() if isinstance(v, dict))
+        files = order(k for k, v in node.items() if not isinstance(v, dict))
         for d in dirs:
             lines.append(INDENT * depth + d)
             walk(node[d], depth + 1)
@@ -162,13 +166,13 @@ class Tree:
 
 def budgeted_tree(
     paths: Sequence[str], keep: Iterable[str], max_tokens: int, count_tokens: Callable[[str], int], salt: str,
-    notes: Mapping[str, str] | None = None,
+    notes: Mapping[str, str] | None = None, shuffle: str = "",
 ) -> Tree:
-    """The tree of `paths` (with `notes`, see `render_tree`) within `max_tokens`, never dropping a
-    path in `keep`; docs and examples go first, then tests, then package source (see the module
-    docstring)."""
+    """The tree of `paths` (with `notes` and `shuffle`, see `render_tree`) within `max_tokens`, never
+    dropping a path in `keep`; docs and examples go first, then tests, then package source (see the
+    module docstring)."""
     paths = sorted(set(paths))
-    text = render_tree(paths, notes)
+    text = render_tree(paths, notes, shuffle)
     if count_tokens(text) <= max_tokens:
         return Tree(text, tuple(paths), 0)
     keep = set(keep)
@@ -183,7 +187,7 @@ def budgeted_tree(
     lo, hi = 0, len(optional)  # the largest n whose tree fits lies in [lo, hi)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if count_tokens(render_tree(tree_with(mid), notes)) <= max_tokens:
+        if count_tokens(render_tree(tree_with(mid), notes, shuffle)) <= max_tokens:
             lo = mid
         else:
             hi = mid - 1
@@ -191,7 +195,7 @@ def budgeted_tree(
     dropped: dict[str, int] = {}
     for path in optional[lo:]:
         dropped[file_kind(path)] = dropped.get(file_kind(path), 0) + 1
-    return Tree(render_tree(shown, notes), tuple(shown), len(paths) - len(shown), dropped)
+    return Tree(render_tree(shown, notes, shuffle), tuple(shown), len(paths) - len(shown), dropped)
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:

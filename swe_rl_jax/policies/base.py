@@ -16,7 +16,11 @@ Message = dict[str, str]
 class PolicyRequest:
     """n answers to one prompt. `seed`: sample i draws from (seed, i) on every back end that can
     seed (the JAX sampler always; endpoints that honour `seed`), so a request's answers do not depend
-    on what else is in the batch. None: the back end derives one from its own seed and `task_id`."""
+    on what else is in the batch. None: the back end derives one from its own seed and `task_id`.
+    `first`: the task's index of this request's first sample, when a task's samples are asked in
+    several requests (one greedy, the rest sampled; one prompt per location set): sample i of the
+    request is the task's sample first + i, drawn from (seed, first + i), and a recorded policy
+    returns the task's answers first .. first + n - 1."""
 
     task_id: str
     messages: tuple[Message, ...]
@@ -27,6 +31,7 @@ class PolicyRequest:
     stop: tuple[str, ...] = ()
     seed: Optional[int] = None
     top_k: int = 0  # 0: off (endpoints that know `top_k`, e.g. vLLM and SGLang, get it when > 0)
+    first: int = 0
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Each of the n samples of a request is fetched as its own call with `n=1` and cached under its own
 key (request content + sample index): endpoints differ in `n` support, and per-sample entries let an
 interrupted run resume sample by sample. Sample i of a request with a seed is sent with the seed
-derive_seed(seed, i). `temperature`, `top_p`, `max_tokens`, `stop` and `seed` are passed through.
+derive_seed(seed, first + i) (and cached as sample first + i). `temperature`, `top_p`,
+`max_tokens`, `stop` and `seed` are passed through.
 Calls run on a thread pool of `concurrency` (the samples of every request of a batch, across
 instances, are in flight together); 429, 5xx, timeouts, connection errors and broken reads (a
 truncated body, an SSL error mid-read) are retried with exponential backoff, honouring
@@ -91,7 +92,7 @@ class HttpPolicy:
             self.stats[name] += 1
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[PolicyResponse]:
-        jobs = [(r, i) for r in requests for i in range(r.n)]
+        jobs = [(r, r.first + i) for r in requests for i in range(r.n)]
         with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
             results = list(pool.map(lambda job: self._sample(*job), jobs))
         out, k = [], 0

@@ -1,7 +1,8 @@
 """A policy that replays recorded answers from a JSONL file keyed by task id.
 
 Each line is `{"task_id": ..., "response": "..."}` or `{"task_id": ..., "responses": [...]}`;
-several lines may share a task id. A request gets up to n of its task's answers, in file order.
+several lines may share a task id. A request gets up to n of its task's answers, in file order,
+from its `first` one on.
 `resolve` asks with task ids `<instance_id>/<stage>` (stage: file, function, line, repair,
 reproduction), so a file of recorded answers drives it like a model does (docs/EVAL.md).
 """
@@ -41,7 +42,7 @@ class RecordedPolicy:
     def generate(self, requests: Sequence[PolicyRequest]) -> list[PolicyResponse]:
         out = []
         for r in requests:
-            got = self.responses.get(r.task_id, [])[: r.n]
+            got = self.responses.get(r.task_id, [])[r.first: r.first + r.n]
             out.append(PolicyResponse(r.task_id, tuple(got), "" if got else f"no recorded answer for {r.task_id!r} "
                                                                               f"in {self.path}"))
         return out

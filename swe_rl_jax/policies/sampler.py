@@ -3,8 +3,8 @@
 All requests of a `generate` call go to the continuous-batching engine together, in groups of
 similar prompt length (one group per prompt-length bucket of the engine), so one long prompt does
 not size every decode slot's cache. Sample i of a request draws with the key
-fold_in(key(seed), i), seed = the request's seed or derive_seed(policy seed, task_id): its tokens
-do not depend on the other requests of the batch (up to float rounding, sampling/engine.py).
+fold_in(key(seed), first + i), seed = the request's seed or derive_seed(policy seed, task_id): its
+tokens do not depend on the other requests of the batch (up to float rounding, sampling/engine.py).
 
 A prompt is not sent (the response says why in `skipped`) when it is longer than
 `max_prompt_tokens` or leaves no room in the model's context (`max_position_embeddings`);
@@ -55,7 +55,7 @@ class SamplerPolicy:
                                 temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, stop=tuple(r.stop),
                                 eos_ids=self.tokenizer.eos_ids)
             seed = r.seed if r.seed is not None else derive_seed(self.seed, r.task_id)
-            keys = request_keys(seed, r.n)
+            keys = request_keys(seed, r.n, r.first)
             bucket = groups.setdefault(self.engine.buckets.prompt(len(ids)), [])
             bucket.extend((k, i, Request(ids, sp, keys[i])) for i in range(r.n))
         for _, members in sorted(groups.items()):

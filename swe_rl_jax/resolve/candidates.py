@@ -12,6 +12,10 @@ would write a "new file" over it), `no_change` (nothing applied or nothing chang
 interpreter could not parse before, say Python 2, is not judged by it), `blank_lines_only` (the
 change only adds or removes blank lines), `no_code_change` (only comments or formatting change).
 
+With `within` (option `search_in_shown`, Agentless's `--loc_interval`), a block applies only
+inside the code the repair prompt showed: the intervals of each shown file (`apply_within`);
+blocks naming a file that was not shown are skipped, as Agentless drops them.
+
 The vote (`select_patch`): majority over normalized patches: per changed file, the SWE-RL
 normalized patch of `ast.unparse` of the old and new module (comments, blank lines and formatting
 do not count; non-Python files use their text), joined in path order. Ties go to the patch whose
@@ -27,14 +31,16 @@ from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
 from swe_rl_jax.paths import unsafe_path_reason
 from swe_rl_jax.resolve.selection import Scored, select_majority
-from swe_rl_jax.rewards import (FormatError, after_think, apply_search_replace, git_diff, normalized_patch,
-                                parse_search_replace)
+from swe_rl_jax.rewards import (EditResult, FormatError, SearchReplaceBlock, after_think, apply_search_replace,
+                                git_diff, normalized_patch, parse_search_replace)
 
 DROP_REASONS = ("no_blocks", "invalid_path", "not_utf8", "no_change", "syntax_error", "blank_lines_only",
                 "no_code_change")
 
 # read(paths) -> {path: UTF-8 text, or None for a file that is not UTF-8} for the paths that exist.
 ReadFiles = Callable[[Sequence[str]], Mapping[str, Optional[str]]]
+# path -> the shown line intervals (1-based, inclusive, sorted, disjoint)
+Intervals = Mapping[str, Sequence[tuple[int, int]]]
 
 
 @dataclasses.dataclass
@@ -56,6 +62,40 @@ class Candidate:
 def key_digest(key: str) -> str:
     """What the trace keeps of a vote key ("" for none): enough to vote again (`rerank`)."""
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16] if key else ""
+
+
+def _pieces(text: str, intervals: Sequence[tuple[int, int]]) -> list[tuple[bool, str]]:
+    """`text` cut at the interval edges into (inside, text) pieces that join back to it."""
+    lines = text.splitlines(keepends=True)
+    out, at = [], 0
+    for lo, hi in intervals:
+        lo, hi = max(lo - 1, at), min(hi, len(lines))
+        if lo >= hi:
+            continue
+        out += [(False, "".join(lines[at:lo])), (True, "".join(lines[lo:hi]))]
+        at = hi
+    return out + [(False, "".join(lines[at:]))]
+
+
+def apply_within(files: Mapping[str, str], blocks: Sequence[SearchReplaceBlock], within: Intervals,
+                 semantics: str = "agentless") -> EditResult:
+    """Applies each block at its first shown interval (in line order) where its SEARCH matches
+    (`apply_search_replace` on that interval's lines alone, so a match never crosses an interval's
+    edge); a block that matches in none, or names a file not in `within`, is skipped. Intervals
+    stay those of the original file: Agentless, too, cuts the file at the shown intervals once."""
+    pieces = {p: _pieces(files.get(p, ""), within[p]) for p in dict.fromkeys(b.path for b in blocks) if p in within}
+    touched, skipped = [], []
+    for k, block in enumerate(blocks):
+        for i, (inside, text) in enumerate(pieces.get(block.path, ())):
+            result = apply_search_replace({block.path: text}, [block], semantics) if inside else None
+            if isinstance(result, EditResult) and result.applied:
+                pieces[block.path][i] = (True, result.new_contents[block.path])
+                touched.append(block.path)
+                break
+        else:
+            skipped.append({"block": k, "path": block.path, "kind": "outside_shown_code"})
+    return EditResult({p: "".join(t for _, t in pieces[p]) for p in dict.fromkeys(touched)}, len(touched),
+                      tuple(skipped))
 
 
 def _changed_nonblank(old: str, new: str) -> bool:
@@ -93,12 +133,12 @@ def vote_key(old_files: Mapping[str, str], new_files: Mapping[str, str]) -> str:
 
 
 def make_candidate(sample: int, answer: str, read: ReadFiles, semantics: str = "agentless",
-                   links: Collection[str] = ()) -> Candidate:
+                   links: Collection[str] = (), within: Optional[Intervals] = None) -> Candidate:
     """One repair answer → a candidate patch (or a dropped one, with the reason).
 
     `read(paths)` returns the base contents of those paths that exist in the repository (None for
     a file that is not UTF-8); `links` are its symlinks and submodules, which no block may write
-    through."""
+    through; `within`: only the shown intervals may be edited (`apply_within`)."""
     edits = parse_search_replace(after_think(answer or ""))
     if isinstance(edits, FormatError) or not edits.blocks:
         return Candidate(sample, "", "", "no_blocks")
@@ -109,7 +149,8 @@ def make_candidate(sample: int, answer: str, read: ReadFiles, semantics: str = "
     if any(text is None for text in existing.values()):
         return Candidate(sample, "", "", "not_utf8")
     old = {p: t for p, t in existing.items() if t is not None}
-    result = apply_search_replace(old, edits.blocks, semantics=semantics)
+    result = apply_search_replace(old, edits.blocks, semantics=semantics) if within is None else \
+        apply_within(old, edits.blocks, within, semantics)
     if isinstance(result, FormatError):
         return Candidate(sample, "", "", "no_change")
     # A REPLACE text cannot end with a newline, so a created file gets its final newline here.

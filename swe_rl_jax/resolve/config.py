@@ -12,6 +12,7 @@ from swe_rl_jax.policies.http import HttpPolicyConfig
 from swe_rl_jax.policy import ModelSource
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.selection import RuleName
+from swe_rl_jax.resolve.steps import STAGES
 from swe_rl_jax.resolve.verification import VerificationConfig
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.sampling.config import RolloutConfig
@@ -34,10 +35,16 @@ class ResolveConfig:
     agentless: AgentlessOptions = field(default_factory=AgentlessOptions)
     localization: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024,
                                                                                 temperature=0.0))
+    # The line prompt, when it differs from `localization` (agentless.location_samples > 1:
+    # Agentless samples its 4 location sets at temperature 0.8); None: `localization`.
+    line: Optional[SamplingParams] = None
     repair: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024, temperature=0.8))
     # The reproduction stage (agentless.reproduction_samples > 0); Agentless: 1,024 tokens at 0.8.
     reproduction: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024,
                                                                                 temperature=0.8))
+    # Stages whose first sample of each prompt is greedy, the others at the stage's temperature
+    # (Agentless: repair and reproduction, 1 greedy + the rest at 0.8).
+    greedy_first: tuple[str, ...] = ()
     # Sampler: longer prompts are not sent (the stage falls back); the model's context
     # (max_position_embeddings) limits every prompt too.
     max_prompt_tokens: int = 16384
@@ -59,9 +66,12 @@ class ResolveConfig:
         require(self.limit >= 0, "limit", "must be >= 0")
         require(self.chunk >= 1, "chunk", "must be >= 1")
         require(self.localization.n == 1, "localization.n", "must be 1 (one answer per localization prompt)")
+        require(self.line is None or self.line.n == 1, "line.n", "set agentless.location_samples instead")
         require(self.repair.n == 1, "repair.n", "set agentless.num_samples instead (the repair samples per instance)")
         require(self.reproduction.n == 1, "reproduction.n",
                 "set agentless.reproduction_samples instead (the reproduction scripts per instance)")
+        unknown = sorted(set(self.greedy_first) - set(STAGES))
+        require(not unknown, "greedy_first", f"unknown stage(s) {unknown}; stages: {', '.join(STAGES)}")
         require(not (self.endpoint and self.answers), "answers", "give an endpoint or recorded answers, not both")
 
     def policy(self) -> PolicyConfig:

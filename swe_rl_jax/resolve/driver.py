@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import collections
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, Sequence
 
 from swe_rl_jax.data.sources import GitError, Instance, Snapshot
 from swe_rl_jax.policies import Policy, PolicyRequest, PolicyResponse, check_any_answered, derive_seed
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.pipeline import resolve_steps
-from swe_rl_jax.resolve.steps import Ask, Resolution, Steps
+from swe_rl_jax.resolve.steps import Ask, Question, Resolution, Steps
 from swe_rl_jax.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
@@ -33,21 +33,40 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class StageSampling:
-    """How each stage samples: `localization` for file, function and line, `repair` for repair,
-    `reproduction` for reproduction (the n of a request is its Ask's)."""
+    """How each stage samples: `localization` for file, function and line (`line` for line when
+    set), `repair` for repair, `reproduction` for reproduction (the n of a request is its Ask's).
+    In the stages of
+    `greedy_first`, the first sample of each Ask is greedy and the others use the stage's
+    temperature (Agentless's 1 greedy + 9 at 0.8 per repair): one Ask becomes two requests, the
+    greedy sample `first` and the sampled `first + 1 ..`, so every sample keeps its own seed."""
 
     localization: SamplingParams
     repair: SamplingParams
     reproduction: SamplingParams
+    greedy_first: tuple[str, ...] = ()
+    line: Optional[SamplingParams] = None  # the line stage's, when not `localization`'s
 
     def params(self, stage: str) -> SamplingParams:
-        return {"repair": self.repair, "reproduction": self.reproduction}.get(stage, self.localization)
+        return {"repair": self.repair, "reproduction": self.reproduction,
+                "line": self.line or self.localization}.get(stage, self.localization)
 
-    def request(self, instance_id: str, ask: Ask, seed: int) -> PolicyRequest:
+    def requests(self, instance_id: str, ask: Ask, seed: int) -> list[PolicyRequest]:
+        """The requests of one Ask, whose answers in order are the Ask's."""
         sp = self.params(ask.stage)
-        return PolicyRequest(f"{instance_id}/{ask.stage}", tuple(ask.messages), ask.n, sp.temperature,
-                             sp.max_new_tokens, sp.top_p, tuple(sp.stop), derive_seed(seed, instance_id, ask.stage),
-                             sp.top_k)
+        whole = PolicyRequest(f"{instance_id}/{ask.stage}", tuple(ask.messages), ask.n, sp.temperature,
+                              sp.max_new_tokens, sp.top_p, tuple(sp.stop), derive_seed(seed, instance_id, ask.stage),
+                              sp.top_k, ask.first)
+        if ask.stage not in self.greedy_first or sp.greedy:
+            return [whole]
+        greedy = replace(whole, n=1, temperature=0.0)
+        return [greedy] + ([replace(whole, n=ask.n - 1, first=ask.first + 1)] if ask.n > 1 else [])
+
+
+def merge_responses(parts: Sequence[PolicyResponse]) -> PolicyResponse:
+    """One Ask's response from those of its requests, answers in request order."""
+    return PolicyResponse(parts[0].task_id, tuple(c for p in parts for c in p.completions),
+                          "; ".join(dict.fromkeys(p.error for p in parts if p.error)),
+                          next((p.skipped for p in parts if p.skipped), ""))
 
 
 @dataclass
@@ -77,11 +96,11 @@ def resolve_chunk(started: Sequence[tuple[str, Started]], policy: Policy, sampli
                   counts: Counts) -> list[Resolution]:
     """The Resolutions of one chunk, in order: its instances' questions asked together, round by round."""
     done: list[Optional[Resolution]] = [None] * len(started)
-    asks: dict[int, Ask] = {}
+    asks: dict[int, Question] = {}
     errors: list[dict[str, str]] = [{} for _ in started]
     skipped: list[dict[str, str]] = [{} for _ in started]
 
-    def advance(k: int, step: Callable[[], Ask]) -> None:
+    def advance(k: int, step: Callable[[], Question]) -> None:
         try:
             asks[k] = step()
         except StopIteration as finished:
@@ -95,27 +114,30 @@ def resolve_chunk(started: Sequence[tuple[str, Started]], policy: Policy, sampli
         else:
             advance(k, lambda run=run: next(run))
     while asks:
-        order = list(asks)
-        requests = [sampling.request(started[k][0], asks[k], seed) for k in order]
-        responses = policy.generate(requests)
+        # Every Ask of every waiting instance, each as one or more requests (greedy_first).
+        flat = [(k, ask) for k, q in asks.items() for ask in ((q,) if isinstance(q, Ask) else q)]
+        parts = [sampling.requests(started[k][0], ask, seed) for k, ask in flat]
+        got = iter(policy.generate([r for p in parts for r in p]))
         counts.generate_calls += 1
+        responses = [merge_responses([next(got) for _ in p]) for p in parts]
         by_stage: dict[str, list[PolicyResponse]] = collections.defaultdict(list)
-        for k, response in zip(order, responses):
-            stage = asks[k].stage
-            by_stage[stage].append(response)
-            counts.requests[stage] += 1
+        answers: dict[int, list[list[str]]] = collections.defaultdict(list)
+        for (k, ask), response in zip(flat, responses):
+            by_stage[ask.stage].append(response)
+            counts.requests[ask.stage] += 1
             if response.skipped:
-                counts.skipped[stage] += 1
-                skipped[k][stage] = response.skipped
+                counts.skipped[ask.stage] += 1
+                skipped[k][ask.stage] = response.skipped
             elif response.error:
-                counts.failed[stage] += response.failed
-                errors[k][stage] = response.error
+                counts.failed[ask.stage] += response.failed
+                errors[k][ask.stage] = response.error
+            answers[k].append(list(response.completions))
         for stage, stage_responses in by_stage.items():
             check_any_answered(stage_responses, stage)
-        for k, response in zip(order, responses):
-            run = started[k][1]
-            del asks[k]
-            advance(k, lambda run=run, answers=list(response.completions): run.send(answers))
+        for k, got_k in answers.items():
+            run, question = started[k][1], asks.pop(k)
+            reply = got_k[0] if isinstance(question, Ask) else got_k
+            advance(k, lambda run=run, reply=reply: run.send(reply))
     for k, res in enumerate(done):
         res.errors.update(errors[k])
         res.skipped.update(skipped[k])

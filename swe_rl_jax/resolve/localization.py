@@ -26,6 +26,7 @@ from swe_rl_jax.data.options import make_token_counter
 from swe_rl_jax.data.retrieval import bm25_ranking, issue_words, lexical_file_ranking
 from swe_rl_jax.data.skeleton import budgeted_tree, outline_note
 from swe_rl_jax.data.windows import merge_ranges, render_ranges
+from swe_rl_jax.policies import derive_seed
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.repo import RepoView
 from swe_rl_jax.resolve.steps import Ask, Resolution, Steps, message
@@ -58,29 +59,81 @@ def _uncovered(lo: int, hi: int, covered: Ranges) -> Ranges:
     return [(a, b) for a, b in out if a <= b]
 
 
+class _TreePrompts:
+    """The file-localization prompt of one instance; its inputs (issue words, retrieval, outline
+    notes) computed once for every sample's tree."""
+
+    def __init__(self, issue: str, repo: RepoView, options: AgentlessOptions, instance_id: str):
+        self.issue, self.options, self.instance_id = issue, options, instance_id
+        self.count = make_token_counter("")
+        words = issue_words(issue)
+        # Under a tight tree budget, files whose path shares a word with the issue are kept first.
+        self.keep = [p for p in repo.source_files if any(w in p.lower() for w in words)][:50]
+        self.paths = repo.source_files
+        self.pool = repo.source_files[: options.lexical_max_files]
+        self.contents = repo.read(self.pool) if options.tree_retrieval else None
+        self.retrieved = bm25_ranking(issue, sorted(self.pool), self.contents)[: options.tree_retrieval] \
+            if options.tree_retrieval else []
+        self.notes = {p: outline_note(items) for p in repo.source_files if (items := repo.outline(p))} \
+            if options.tree_outline else None
+
+    def ask(self, shuffle: str = "", at_most: int = 0, first: int = 0) -> tuple[Ask, tuple[str, ...]]:
+        """The Ask (one answer, sample `first` of the stage) and the files its tree shows."""
+        tree = budgeted_tree(self.paths, self.retrieved + self.keep, self.options.tree_max_tokens, self.count,
+                             salt=self.instance_id, notes=self.notes, shuffle=shuffle)
+        prompt = prompts.file_localization(self.issue, tree.text, self.retrieved, at_most)
+        return Ask("file", message(prompt), first=first), tree.files
+
+
+def _answer_files(answer: str, shown: Sequence[str], existing: set[str]) -> list[str]:
+    parsed = parse_file_list(answer, shown)
+    return [] if isinstance(parsed, FormatError) else [p for p in parsed.paths if p in existing]
+
+
+def _lexical_files(issue: str, repo: RepoView, options: AgentlessOptions, trees: _TreePrompts,
+                   res: Resolution) -> list[str]:
+    res.fallbacks.append("files_lexical")
+    contents = repo.read(trees.pool) if trees.contents is None else trees.contents
+    return lexical_file_ranking(issue, repo.source_files, contents)[: options.top_files]
+
+
 def localize_files(issue: str, repo: RepoView, options: AgentlessOptions, res: Resolution,
                    instance_id: str) -> Steps[list[str]]:
-    count = make_token_counter("")
-    words = issue_words(issue)
-    # Under a tight tree budget, files whose path shares a word with the issue are kept first.
-    keep = [p for p in repo.source_files if any(w in p.lower() for w in words)][:50]
-    pool = repo.source_files[: options.lexical_max_files]
-    contents = repo.read(pool) if options.tree_retrieval else None
-    retrieved = bm25_ranking(issue, sorted(pool), contents)[: options.tree_retrieval] if options.tree_retrieval else []
-    notes = {p: outline_note(items) for p in repo.source_files if (items := repo.outline(p))} \
-        if options.tree_outline else None
-    tree = budgeted_tree(repo.source_files, retrieved + keep, options.tree_max_tokens, count, salt=instance_id,
-                         notes=notes)
-    answer = yield Ask("file", message(prompts.file_localization(issue, tree.text, retrieved)))
+    trees = _TreePrompts(issue, repo, options, instance_id)
+    ask, shown = trees.ask()
+    answer = yield ask
     res.responses["file"] = answer
-    parsed = parse_file_list(answer[0] if answer else "", tree.files)
-    existing = set(repo.source_files)
-    files = [] if isinstance(parsed, FormatError) else [p for p in parsed.paths if p in existing]
+    files = _answer_files(answer[0] if answer else "", shown, set(repo.source_files))
     if files:
         return files[: options.top_files]
-    res.fallbacks.append("files_lexical")
-    contents = repo.read(pool) if contents is None else contents
-    return lexical_file_ranking(issue, repo.source_files, contents)[: options.top_files]
+    return _lexical_files(issue, repo, options, trees, res)
+
+
+def file_list_size(instance_id: str, sample: int) -> int:
+    """How many files file-localization sample `sample` asks for: 2 to 5, as Agentless Mini draws
+    them (there at random; here from the instance and sample, so a rerun asks the same)."""
+    return 2 + derive_seed(instance_id, "file_list", sample) % 4
+
+
+def localize_file_lists(issue: str, repo: RepoView, options: AgentlessOptions, res: Resolution,
+                        instance_id: str) -> Steps[list[list[str]]]:
+    """The files mode (Agentless Mini): `file_samples` answers, each to a tree in its own sibling
+    order asking for `file_list_size` files (one sample: the plain tree and `top_files`); the
+    distinct non-empty lists in sample order. None: the lexical fallback's list."""
+    trees = _TreePrompts(issue, repo, options, instance_id)
+    n = options.file_samples
+    asks = [trees.ask(f"{instance_id}/{k}", file_list_size(instance_id, k), k) if n > 1 else trees.ask()
+            for k in range(n)]
+    answers = yield tuple(ask for ask, _ in asks)
+    res.responses["file"] = [a for got in answers for a in got]
+    existing = set(repo.source_files)
+    lists = []
+    for k, ((_, shown), got) in enumerate(zip(asks, answers)):
+        files = _answer_files(got[0] if got else "", shown, existing)[: file_list_size(instance_id, k)
+                                                                      if n > 1 else options.top_files]
+        if files and files not in lists:
+            lists.append(files)
+    return lists or [_lexical_files(issue, repo, options, trees, res)]
 
 
 def localize_functions(issue: str, files: list[str], repo: RepoView, res: Resolution) -> Steps[list[tuple[str, str]]]:
@@ -128,17 +181,23 @@ def item_windows(items: Sequence[tuple[str, str]], repo: RepoView, context: int,
     return {p: r for p, r in shown.items() if r}
 
 
-def localize_lines(issue: str, windows: dict[str, Ranges], repo: RepoView, res: Resolution) -> Steps[dict[str, list[int]]]:
+def localize_lines(issue: str, windows: dict[str, Ranges], repo: RepoView, res: Resolution,
+                   samples: int = 1) -> Steps[list[dict[str, list[int]]]]:
+    """One location set per answer (`samples` answers to the same prompt; Agentless samples 4 at
+    temperature 0.8): the shown lines it names, per file. One empty set when no answer came."""
     shown = {p: {n for lo, hi in r for n in range(lo, hi + 1)} for p, r in windows.items()}
     text = {p: render_ranges(repo.lines(p), r, numbered=True) for p, r in windows.items()}
-    answer = yield Ask("line", message(prompts.line_localization(issue, text)))
-    res.responses["line"] = answer
-    parsed = parse_line_locations(answer[0] if answer else "", list(windows))
-    located: dict[str, set[int]] = {}
-    if not isinstance(parsed, FormatError):
-        for path, lo, hi in parsed.ranges:
-            if path in shown:
-                hit = shown[path].intersection(range(lo, min(hi, max(shown[path])) + 1))
-                if hit:
-                    located.setdefault(path, set()).update(hit)
-    return {p: sorted(located[p]) for p in windows if p in located}
+    answers = yield Ask("line", message(prompts.line_localization(issue, text)), samples)
+    res.responses["line"] = answers
+    sets = []
+    for answer in answers or [""]:
+        parsed = parse_line_locations(answer, list(windows))
+        located: dict[str, set[int]] = {}
+        if not isinstance(parsed, FormatError):
+            for path, lo, hi in parsed.ranges:
+                if path in shown:
+                    hit = shown[path].intersection(range(lo, min(hi, max(shown[path])) + 1))
+                    if hit:
+                        located.setdefault(path, set()).update(hit)
+        sets.append({p: sorted(located[p]) for p in windows if p in located})
+    return sets

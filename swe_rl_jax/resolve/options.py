@@ -22,6 +22,19 @@ class AgentlessOptions:
     include_tests: bool = False
     lexical_max_files: int = 5000  # files whose contents the lexical fallback and BM25 retrieval read
     reproduction_samples: int = 0  # reproduction scripts asked per instance (Agentless: 40); 0: no such stage
+    # hierarchical (Agentless): files → functions → lines → repair on windows; files (Agentless
+    # Mini): file lists only → repair on whole files.
+    mode: Literal["hierarchical", "files"] = "hierarchical"
+    # hierarchical: line-localization answers, each a location set; the repair samples are split
+    # over the sets (Agentless: 4 sets at temperature 0.8, 10 repairs each).
+    location_samples: int = 1
+    # files: file-localization answers, each over a differently shuffled tree, keeping 2 to 5 paths
+    # (Agentless Mini: as many as the repair samples); the repairs cycle over the distinct lists.
+    file_samples: int = 1
+    max_file_tokens: int = 60000  # files mode: the whole files shown per repair prompt (Agentless Mini: 60,000)
+    # A SEARCH must match in the code the repair prompt showed (Agentless's --loc_interval; the
+    # files mode: anywhere in the shown files); off: anywhere in the repository.
+    search_in_shown: bool = False
 
     def __post_init__(self) -> None:
         require(self.top_files >= 1, "top_files", "must be >= 1")
@@ -29,6 +42,10 @@ class AgentlessOptions:
         require(self.context_lines >= 0, "context_lines", "must be >= 0")
         require(self.num_samples >= 1, "num_samples", "must be >= 1")
         require(self.reproduction_samples >= 0, "reproduction_samples", "must be >= 0")
+        require(self.mode in ("hierarchical", "files"), "mode", f"must be hierarchical or files, got {self.mode!r}")
+        require(self.location_samples >= 1, "location_samples", "must be >= 1")
+        require(self.file_samples >= 1, "file_samples", "must be >= 1")
+        require(self.max_file_tokens >= 1, "max_file_tokens", "must be >= 1")
         require(self.tree_max_tokens >= 1, "tree_max_tokens", "must be >= 1")
         require(self.max_shown_lines >= 1, "max_shown_lines", "must be >= 1")
         require(bool(self.file_patterns), "file_patterns", "must not be empty")

@@ -130,7 +130,8 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
             policy = make_policy(config.policy(), config.rollout, config.mesh, config.max_prompt_tokens)
         out.parent.mkdir(parents=True, exist_ok=True)
         outputs = Outputs(out, trace, name)
-        sampling = StageSampling(config.localization, config.repair, config.reproduction)
+        sampling = StageSampling(config.localization, config.repair, config.reproduction, config.greedy_first,
+                                 config.line)
         snapshots = _Snapshots(locator)
         verifier = Verifier(config.verification, locator, _cache_path(config, out)) \
             if config.verification.enabled else None

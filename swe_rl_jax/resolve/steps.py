@@ -2,13 +2,15 @@
 instance's run found (`Resolution`, one trace row).
 
 A stage is a generator: it yields an `Ask` and is sent the answers (a list of strings, empty when
-the policy gave none), so the driver (resolve/driver.py) can put the questions of many instances
-into one batch and the same stage code runs one instance at a time too (`drive`).
+the policy gave none), or yields a tuple of Asks asked at once (one prompt per location set or per
+file list) and is sent one answer list per Ask, so the driver (resolve/driver.py) can put the
+questions of many instances into one batch and the same stage code runs one instance at a time
+too (`drive`).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Generator, Optional, TypeVar
+from typing import Any, Callable, Generator, Optional, TypeVar, Union
 
 from swe_rl_jax.data import prompts
 from swe_rl_jax.resolve.candidates import Candidate
@@ -23,13 +25,17 @@ class Ask:
     stage: str  # one of STAGES
     messages: Messages
     n: int = 1
+    # The stage's index of this Ask's first sample, when a stage asks several prompts (one per
+    # location set...): their samples are one sequence, seeded and recorded as such.
+    first: int = 0
 
 
-Steps = Generator[Ask, list[str], T]
+Question = Union[Ask, tuple[Ask, ...]]
+Steps = Generator[Question, Any, T]
 
 
-def message(user: str) -> Messages:
-    return [{"role": "system", "content": prompts.SORFT_SYSTEM}, {"role": "user", "content": user}]
+def message(user: str, system: str = prompts.SORFT_SYSTEM) -> Messages:
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 @dataclasses.dataclass
@@ -40,6 +46,10 @@ class Resolution:
     files: list[str] = dataclasses.field(default_factory=list)
     functions: list[list[str]] = dataclasses.field(default_factory=list)
     lines: list[list[Any]] = dataclasses.field(default_factory=list)
+    # Several location sets (location_samples > 1: each set's [path, line] pairs; files mode: each
+    # distinct file list); repair sample k came from the set `repair_sets[k]`.
+    location_sets: list[list[Any]] = dataclasses.field(default_factory=list)
+    repair_sets: list[int] = dataclasses.field(default_factory=list)
     fallbacks: list[str] = dataclasses.field(default_factory=list)
     candidates: list[Candidate] = dataclasses.field(default_factory=list)
     votes: int = 0  # samples behind the chosen patch
@@ -54,7 +64,8 @@ class Resolution:
 
     def trace(self) -> dict[str, Any]:
         return {"instance_id": self.instance_id, "status": self.status, "files": self.files,
-                "functions": self.functions, "lines": self.lines, "fallbacks": self.fallbacks,
+                "functions": self.functions, "lines": self.lines, "location_sets": self.location_sets,
+                "repair_sets": self.repair_sets, "fallbacks": self.fallbacks,
                 "votes": self.votes, "candidates": [c.trace() for c in self.candidates],
                 "reproduction_scripts": self.reproduction_scripts,
                 "responses": self.responses, "errors": self.errors, "skipped": self.skipped}
@@ -62,9 +73,12 @@ class Resolution:
 
 def drive(steps: Steps[T], answer: Callable[[Ask], list[str]]) -> T:
     """Runs one instance's stages to the end, answering each Ask with `answer`."""
+    def reply(question: Question) -> Any:
+        return answer(question) if isinstance(question, Ask) else [answer(a) for a in question]
+
     try:
-        ask = next(steps)
+        question = next(steps)
         while True:
-            ask = steps.send(answer(ask))
+            question = steps.send(reply(question))
     except StopIteration as done:
         return done.value
