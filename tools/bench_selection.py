@@ -13,7 +13,8 @@ wrong patches that outnumber it. `resolve` runs it with the regression and repro
 The scripted policy, per instance (every choice below is deterministic; the sample order is a
 shuffle seeded by (seed, instance id)):
 - localization (`/file`, `/function`, `/line`): the gold patch's files, the items enclosing its
-  changed lines and those lines, so the run is never limited by localization;
+  changed lines and those lines (and the function the `breaks` answers edit, its first line), so
+  the run is never limited by localization and every repair below lies in the shown code;
 - repair (`/repair`), 8 answers in SEARCH/REPLACE blocks (`sft.ground_truth.render_edit`):
   `gold` x2 (identical); `breaks` x3: the gold fix plus `raise RuntimeError(...)` as the first
   statement of another function of the same file, the one whose name the instance's test files
@@ -253,8 +254,11 @@ def scripted_answers(inst: Instance, repo: Path, seed: int) -> tuple[list[dict[s
     rng.shuffle(repair)
     repro = list(REPRO_PLAN)
     rng.shuffle(repro)
-    func_items = [(p, i.qualname if i else "") for p in py for i in located[p]]
-    line_items = [(p, n) for p in py for n in changed[p]]
+    # Localization also names the function the `breaks` answers edit, so every scripted repair lies
+    # in the shown code (as `search_in_shown` requires of a SEARCH).
+    broken = next(i for i in outline(parse_source(old[target])) if i.qualname == victim.qualname)
+    func_items = [(p, i.qualname if i else "") for p in py for i in located[p]] + [(target, victim.qualname)]
+    line_items = [(p, n) for p in py for n in changed[p]] + [(target, broken.start)]
     scripts = {"repro": repro_script(tests_new, inst.fail_to_pass),
                "repro_restyled": repro_script(tests_new, inst.fail_to_pass, restyled=True), **USELESS}
     iid = inst.instance_id
