@@ -123,3 +123,14 @@ def test_reproduction_script_reproduces_at_base_and_is_resolved_by_gold(scripted
     assert {p: (checkout / p).read_text() for p in test_files} == before  # the script restores them
     _git_apply(checkout, inst.patch)
     assert outcome("repro") == "resolved"
+
+
+def test_runnable_ids_select_the_whole_function_when_swe_bench_cut_the_parameter():
+    # Real FAIL_TO_PASS ids of SWE-bench Lite (pylint-dev__astroid-1866, sqlfluff__sqlfluff-1517).
+    cut = ["tests/unittest_brain_builtin.py::TestStringNodes::test_string_format_uninferable[\\n",
+           "test/dialects/ansi_test.py::test__dialect__ansi_multiple_semicolons[select",
+           "test/dialects/ansi_test.py::test__dialect__ansi_multiple_semicolons[select"]
+    whole = ["tests/test_types.py::test_to_bool_true[on]", "tests/test_loader.py::test_load_json_file"]
+    assert _tool().runnable_ids(cut + whole) == [
+        "tests/unittest_brain_builtin.py::TestStringNodes::test_string_format_uninferable",
+        "test/dialects/ansi_test.py::test__dialect__ansi_multiple_semicolons", *whole]

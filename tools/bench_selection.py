@@ -24,7 +24,8 @@ shuffle seeded by (seed, instance id)):
   every existing test passing and fixes nothing (only a reproduction test catches it), written
   the same two ways. Each wrong kind outnumbers gold, so the plain vote picks a wrong patch;
 - reproduction (`/reproduction`), 4 answers: `repro` x2 (the second with comments: one normalized
-  form) is written from the issue's own FAIL_TO_PASS tests: it writes the test patch's version of
+  form) is written from the issue's own FAIL_TO_PASS tests (an id whose parameter SWE-bench cut at
+  a space or newline, `test_x[select`, runs its whole test function): it writes the test patch's version of
   the test files in place, runs pytest on those tests with the running interpreter, restores the
   files and prints "Issue resolved" (all pass), "Issue reproduced" (a test fails or does not
   collect) or "Other issues"; `never` prints "Issue resolved" whatever happens (it cannot
@@ -203,6 +204,13 @@ else:
 '''
 
 
+def runnable_ids(tests: Sequence[str]) -> list[str]:
+    """The FAIL_TO_PASS ids as pytest can select them: an id whose parameter part was cut (SWE-bench's
+    ids end at the first space or newline of a parameter, e.g. `test_x[select`) selects its whole
+    test function instead; duplicates dropped."""
+    return list(dict.fromkeys(t.split("[", 1)[0] if "[" in t and not t.endswith("]") else t for t in tests))
+
+
 def _fenced(script: str) -> str:
     return f"```python\n{script}```"
 
@@ -259,8 +267,9 @@ def scripted_answers(inst: Instance, repo: Path, seed: int) -> tuple[list[dict[s
     broken = next(i for i in outline(parse_source(old[target])) if i.qualname == victim.qualname)
     func_items = [(p, i.qualname if i else "") for p in py for i in located[p]] + [(target, victim.qualname)]
     line_items = [(p, n) for p in py for n in changed[p]] + [(target, broken.start)]
-    scripts = {"repro": repro_script(tests_new, inst.fail_to_pass),
-               "repro_restyled": repro_script(tests_new, inst.fail_to_pass, restyled=True), **USELESS}
+    ids = runnable_ids(inst.fail_to_pass)
+    scripts = {"repro": repro_script(tests_new, ids), "repro_restyled": repro_script(tests_new, ids, restyled=True),
+               **USELESS}
     iid = inst.instance_id
     rows = [
         {"task_id": f"{iid}/file", "response": render_localization("file_localization", py)},
