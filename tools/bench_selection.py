@@ -59,6 +59,7 @@ from swe_rl_jax.data.patches import apply_file_change, changed_old_lines, parse_
 from swe_rl_jax.data.pysource import Item, enclosing_item, outline, parse_source  # noqa: E402
 from swe_rl_jax.data.sources import Instance, RepoLocator, load_instances, run_git  # noqa: E402
 from swe_rl_jax.resolve.selection import RULES  # noqa: E402
+from swe_rl_jax.resolve.testcache import TestCache, run_key  # noqa: E402
 from swe_rl_jax.sft.ground_truth import render_edit, render_localization  # noqa: E402
 
 REPAIR_PLAN = ("gold", "gold", "breaks", "breaks", "breaks_restyled", "no_fix", "no_fix", "no_fix_restyled")
@@ -332,19 +333,40 @@ def _rows(path: Path) -> dict[str, dict[str, Any]]:
     return {r["instance_id"]: r for r in map(json.loads, path.read_text().splitlines()) if r}
 
 
+def used_runs(row: dict[str, Any], cache: TestCache) -> list[dict[str, Any]]:
+    """The cached results of every test run a trace row's choices rest on (whichever session of the
+    run executed them): the regression runs at base and on each distinct candidate, every script at
+    base and each kept script on each distinct candidate."""
+    iid = row["instance_id"]
+    patches = list({c["key_sha"]: c["patch"] for c in sorted(row["candidates"], key=lambda c: -c["sample"])
+                    if not c["dropped"]}.values())
+    keys = []
+    files = row.get("regression_tests", {}).get("files", [])
+    if files:
+        keys += [run_key(iid, "regression", p, files) for p in ["", *patches]]
+    scripts = row.get("reproduction_scripts", [])
+    keys += [run_key(iid, "reproduction", "", s) for s in dict.fromkeys(s for s in scripts if s)]
+    keys += [run_key(iid, "reproduction", p, scripts[i]) for i in row.get("reproduction_kept", []) for p in patches]
+    return [r for r in map(cache.get, keys) if r is not None]
+
+
 def table(work: Path) -> str:
     """The per-rule table of a finished `run` in `work` (module docstring)."""
     kinds = json.loads((work / "kinds.json").read_text())
     gold = _report(work / "gold" / "report.json")
     trace = _rows(work / "preds.trace.jsonl")
     meta = json.loads((work / "run.json").read_text())
+    cache = TestCache(work / "tests.jsonl")
+    used = {iid: used_runs(row, cache) for iid, row in trace.items()}
     n = len(trace)
-    runs = sum(t.get("test_runs", 0) for t in trace.values())
-    seconds = sum(t.get("test_seconds", 0.0) for t in trace.values())
+    runs = sum(len(u) for u in used.values())
+    seconds = sum(r["seconds"] for u in used.values() for r in u)
+    executed = sum(t.get("test_runs", 0) for t in trace.values())
     ok = sorted(i for i in trace if gold.get(i))
-    lines = [f"Instances: {n}; gold resolves {len(ok)}. Test runs {runs} ({runs / n:.1f} per instance), "
-             f"test seconds {seconds:.0f} ({seconds / n:.1f} per instance); `resolve` wall time "
-             f"{meta['resolve_seconds']:.0f} s ({meta['resolve_seconds'] / n:.1f} s per instance).", "",
+    lines = [f"Instances: {n}; gold resolves {len(ok)}. Test runs the choices rest on: {runs} ({runs / n:.1f} per "
+             f"instance), {seconds:.0f} s of runs ({seconds / n:.1f} s per instance, the runs' own durations, "
+             f"{executed} of them executed by the last `resolve` session, the rest read from its cache); that "
+             f"session's wall time {meta['resolve_seconds']:.0f} s.", "",
              "| rule | %Resolved (of gold-resolving) | resolved | chose gold / breaks / no_fix / none | differs from the vote |",
              "|---|---|---|---|---|"]
     for rule in RULES:
