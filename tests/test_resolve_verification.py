@@ -240,6 +240,17 @@ def test_resolve_chooses_by_rule_and_rerank_reproduces_it(repos, options, tmp_pa
         assert printed["differs_from_run"] == (rule == "majority") and printed["with_patch"] == 1
     assert (tmp_path / "agentless.jsonl").read_text() == out.read_text()  # the run's own choice
 
+    # The run again from scratch (predictions and trace gone, the cache kept): sampled again,
+    # executes nothing, writes the same files.
+    first = out.read_text(), (tmp_path / "preds.trace.jsonl").read_text()
+    out.unlink()
+    again = run_resolve(config, _Recorded(_answers(repos)))
+    assert (again["verification"]["test_runs"], again["verification"]["cached_runs"]) == (0, 3)
+    trace_again = json.loads((tmp_path / "preds.trace.jsonl").read_text())
+    assert out.read_text() == first[0] and trace_again["selected"] == trace["selected"]
+    assert {k: v for k, v in trace_again.items() if k not in ("test_runs", "cached_runs", "test_seconds")} == \
+        {k: v for k, v in json.loads(first[1]).items() if k not in ("test_runs", "cached_runs", "test_seconds")}
+
 
 def test_rerank_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     def rerank(*rows, rule="agentless"):

@@ -6,7 +6,9 @@
 
 Per instance: file → function → line localization → `agentless.num_samples` SEARCH/REPLACE
 repairs → git diffs → drop broken / blank-only patches → majority vote (swe_rl_jax/resolve/,
-docs/EVAL.md), batched across instances (`chunk` at a time). The policy is the in-process sampler
+docs/EVAL.md), batched across instances (`chunk` at a time). With `verification.regression=true`
+and/or `verification.reproduction=true`, the distinct candidates' tests run in the harness
+(cached in `<out stem>.tests.jsonl`) and `selection=agentless|agentless_mini` chooses by them. The policy is the in-process sampler
 on `model`, or an OpenAI-compatible endpoint (--endpoint, --served-model; `endpoint.*` keys), or a
 file of recorded answers (`answers=FILE`). Writes one row `{"instance_id", "model_name_or_path",
 "model_patch"}` per instance (`model_patch` "" when no candidate survives) and

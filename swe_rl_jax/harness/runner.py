@@ -259,8 +259,8 @@ class ScriptRun:
 
     output: str  # stdout and stderr together, the end (_LOG_TAIL_CHARS)
     returncode: Optional[int]  # None when killed at the time limit
-    # The script ran to its end: not killed at the time limit nor by a signal (a limit's: RLIMIT_FSIZE's
-    # SIGXFSZ, RLIMIT_CPU's), and the steps before it succeeded.
+    # The script ran to its end: not killed at the time limit nor by a signal (a crash, SIGSEGV; a
+    # limit's signal; Python itself ignores SIGXFSZ, so past the file-size limit a write fails with EFBIG).
     completed: bool
     applied: tuple[ApplyResult, ...] = ()
     error: str = ""  # "" | "checkout_failed" | "patch_failed" | "install_failed" | "timeout"

@@ -136,29 +136,64 @@ def regression_files(source: str, inst: Instance, repo: GitRepo, commit: str, pa
 
 
 class _Runs:
-    """One instance's runs: the cache first, else the harness (counted)."""
+    """One instance's runs: the cache first, else the harness (counted). The harness spec and
+    environment are made at the first run the cache does not hold, once (a failure is raised
+    again for every later run, not retried)."""
 
-    def __init__(self, cache: TestCache, instance_id: str, environment: Callable[[], Environment]):
-        self.cache, self.instance_id, self.environment = cache, instance_id, environment
+    def __init__(self, verifier: Verifier, inst: Instance, repo: GitRepo, commit: str):
+        self.verifier, self.inst, self.repo, self.commit = verifier, inst, repo, commit
         self.executed = self.cached = 0
         self.seconds = 0.0
         self._lock = threading.Lock()
+        self._made: Optional[tuple[RepoSpec, Environment]] = None
+        self._failed: Optional[Exception] = None
 
-    def get(self, kind: str, patch: str, subject: str | Sequence[str],
-            execute: Callable[[Environment], dict[str, Any]]) -> dict[str, Any]:
-        key = run_key(self.instance_id, kind, patch, subject)
-        found = self.cache.get(key)
+    def _environment(self) -> tuple[RepoSpec, Environment]:
+        with self._lock:
+            if self._failed is not None:
+                raise self._failed
+            if self._made is None:
+                try:
+                    spec = resolve_spec(spec_for(self.inst, self.verifier.specs), self.repo.path, self.commit)
+                    self._made = spec, ensure_environment(spec.environment, self.verifier.env_options)
+                except (EnvironmentBuildError, GitError) as e:
+                    self._failed = e
+                    raise
+            return self._made
+
+    def _get(self, kind: str, patch: str, subject: str | Sequence[str],
+             execute: Callable[[RepoSpec, Environment], dict[str, Any]]) -> dict[str, Any]:
+        key = run_key(self.inst.instance_id, kind, patch, subject)
+        found = self.verifier.cache.get(key)
         if found is not None:
             with self._lock:
                 self.cached += 1
             return found
         start = time.perf_counter()
-        result = execute(self.environment())
+        result = execute(*self._environment())
         with self._lock:
             self.executed += 1
             self.seconds += time.perf_counter() - start
-        self.cache.put(key, result)
+        self.verifier.cache.put(key, result)
         return result
+
+    def tests(self, patch: str, files: Sequence[str]) -> dict[str, Any]:
+        """The statuses of the test files' run with `patch` ("" = the base commit)."""
+        def execute(spec: RepoSpec, env: Environment) -> dict[str, Any]:
+            ids = [django_label(f) if spec.directives == "django_labels" else f for f in files]
+            run = run_tests(self.repo.path, self.commit, patch, ids, env, spec, **self.verifier.harness)
+            return {"statuses": run.statuses, "error": run.error, "message": run.message[:500],
+                    "seconds": round(run.seconds, 3)}
+        return self._get("regression", patch, files, execute)
+
+    def outcome(self, patch: str, script: str) -> str:
+        """The reproduction outcome of `script` run with `patch` ("" = the base commit)."""
+        def execute(spec: RepoSpec, env: Environment) -> dict[str, Any]:
+            run = run_script(self.repo.path, self.commit, patch, script, env, spec, **self.verifier.harness)
+            return {"outcome": parse_outcome(run.output, run.completed and not run.error),
+                    "returncode": run.returncode, "completed": run.completed, "error": run.error,
+                    "output": run.output[-_OUTPUT_CHARS:], "seconds": round(run.seconds, 3)}
+        return self._get("reproduction", patch, script, execute)["outcome"]
 
 
 class Verifier:
@@ -176,8 +211,9 @@ class Verifier:
         self.work_dir.mkdir(parents=True, exist_ok=True)
         check_work_dir(self.work_dir, self.isolation)
         self.cache = TestCache(cache_path)
+        self.harness = dict(limits=self.limits, install_timeout_s=self.env_options.build_timeout_s,
+                            isolation=self.isolation, work_dir=self.work_dir)
         self._repos: dict[str, Optional[GitRepo]] = {}
-        self._env_lock = threading.Lock()
 
     def _repo(self, name: str) -> Optional[GitRepo]:
         if name not in self._repos:
@@ -201,59 +237,23 @@ class Verifier:
         if repo is None or commit is None:
             out.error, out.message = "missing_repository", f"no clone of {inst.repo} at {inst.base_commit}"
             return out
-        spec_box: list[tuple[RepoSpec, Environment]] = []
-        failed: list[Exception] = []  # the build is tried once per instance, not once per run
-
-        def environment() -> Environment:
-            with self._env_lock:
-                if failed:
-                    raise failed[0]
-                if not spec_box:
-                    try:
-                        spec = resolve_spec(spec_for(inst, self.specs), repo.path, commit)
-                        spec_box.append((spec, ensure_environment(spec.environment, self.env_options)))
-                    except (EnvironmentBuildError, GitError) as e:
-                        failed.append(e)
-                        raise
-            return spec_box[0][1]
-
-        runs = _Runs(self.cache, inst.instance_id, environment)
-        harness = dict(limits=self.limits, install_timeout_s=self.env_options.build_timeout_s,
-                       isolation=self.isolation, work_dir=self.work_dir)
-
-        def tests(patch: str, files: Sequence[str]) -> dict[str, Any]:
-            def execute(env: Environment) -> dict[str, Any]:
-                spec = spec_box[0][0]
-                ids = [django_label(f) if spec.directives == "django_labels" else f for f in files]
-                run = run_tests(repo.path, commit, patch, ids, env, spec, **harness)
-                return {"statuses": run.statuses, "error": run.error, "message": run.message[:500],
-                        "seconds": round(run.seconds, 3)}
-            return runs.get("regression", patch, files, execute)
-
-        def script(patch: str, text: str) -> dict[str, Any]:
-            def execute(env: Environment) -> dict[str, Any]:
-                run = run_script(repo.path, commit, patch, text, env, spec_box[0][0], **harness)
-                return {"outcome": parse_outcome(run.output, run.completed and not run.error),
-                        "returncode": run.returncode, "completed": run.completed, "error": run.error,
-                        "output": run.output[-_OUTPUT_CHARS:], "seconds": round(run.seconds, 3)}
-            return runs.get("reproduction", patch, text, execute)
-
+        runs = _Runs(self, inst, repo, commit)
         files: list[str] = []
         texts = [s if (config.reproduction and s) else None for s in scripts]
         try:
             if config.regression:
                 files = regression_files(config.regression_tests, inst, repo, commit, list(keys.values()))
             with concurrent.futures.ThreadPoolExecutor(config.workers) as pool:
-                base = pool.submit(tests, "", files) if files else None
-                at_base = [pool.submit(script, "", t) if t is not None else None for t in texts]
+                base = pool.submit(runs.tests, "", files) if files else None
+                at_base = [pool.submit(runs.outcome, "", t) if t is not None else None for t in texts]
                 passing = passing_at_base(base.result()["statuses"]) if base is not None else []
-                outcomes = [f.result()["outcome"] if f is not None else None for f in at_base]
+                outcomes = [f.result() if f is not None else None for f in at_base]
                 kept = choose_scripts([t or "" for t in texts], [o or "other" for o in outcomes],
                                       config.keep_reproduction) if config.reproduction else []
-                on_key = {k: pool.submit(tests, p, files) for k, p in keys.items()} if passing else {}
-                passed = {(k, i): pool.submit(script, p, texts[i]) for k, p in keys.items() for i in kept}
+                on_key = {k: pool.submit(runs.tests, p, files) for k, p in keys.items()} if passing else {}
+                passed = {(k, i): pool.submit(runs.outcome, p, texts[i]) for k, p in keys.items() for i in kept}
                 failures = {k: len(regression_failures(passing, f.result()["statuses"])) for k, f in on_key.items()}
-                resolved = {ki: f.result()["outcome"] == "resolved" for ki, f in passed.items()}
+                resolved = {ki: f.result() == "resolved" for ki, f in passed.items()}
         except (EnvironmentBuildError, GitError) as e:
             out.error = "env_build_failed" if isinstance(e, EnvironmentBuildError) else "git_error"
             out.message = str(e)[:500]
