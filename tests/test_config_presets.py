@@ -13,7 +13,8 @@ from swe_rl_jax.sft.run import SFTConfig
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CLASSES = {"main": MainConfig, "grpo_demo": MainConfig, "resolve_demo": MainConfig, "demo": DemoConfig, "sorft_sft": SFTConfig, "sft_tiny": SFTConfig, "swe_rl_grpo": RLConfig,
            "sorft_ppo": RLConfig,
-           "rl_tiny": RLConfig, "grpo_tests_pass": RLConfig, "agentless": ResolveConfig, "agentless_mini": ResolveConfig}
+           "rl_tiny": RLConfig, "grpo_tests_pass": RLConfig,
+           "agentless": ResolveConfig, "agentless_mini": ResolveConfig}
 # The resolve presets name ResolveConfig.selection and .verification (issue 38, branch i38-exec).
 NEEDS_VERIFICATION = pytest.mark.skipif(not hasattr(ResolveConfig(), "verification"),
                                         reason="ResolveConfig has no selection/verification keys on this branch")

@@ -293,6 +293,16 @@ def test_sampling_settings_are_passed_through(server, tmp_path):
                for b in bodies)
 
 
+def test_a_request_from_a_later_sample_sends_that_samples_seeds(server, tmp_path):
+    """`first`: the request's samples are the task's first, first + 1 ... (resolve's greedy-first
+    split): their seeds are the ones those samples get in one whole request."""
+    from swe_rl_jax.policies import derive_seed
+
+    request = PolicyRequest("t", ({"role": "user", "content": "ok:s"},), n=2, seed=11, first=3)
+    _teacher(server, tmp_path).generate([request])
+    assert sorted(b["seed"] for b in server.bodies) == sorted([derive_seed(11, 3), derive_seed(11, 4)])
+
+
 # ---------------------------------------------------------------------------- the in-process sampler
 
 

@@ -28,10 +28,15 @@ def _instance(iid):
     return next(i for i in load_instances(INSTANCES, require_patch=False) if i.instance_id == iid)
 
 
+def _base_text(repos, inst, path):
+    """The file at the instance's base commit, None when it does not exist there."""
+    run = subprocess.run(["git", "-C", str(repos / inst.repo.replace("/", "__")), "show", f"{inst.base_commit}:{path}"],
+                         capture_output=True, text=True)
+    return run.stdout if run.returncode == 0 else None
+
+
 def _first_line(repos, inst, path):
-    text = subprocess.run(["git", "-C", str(repos / inst.repo.replace("/", "__")), "show",
-                           f"{inst.base_commit}:{path}"], capture_output=True, text=True, check=True).stdout
-    return text.split("\n", 1)[0]
+    return _base_text(repos, inst, path).split("\n", 1)[0]
 
 
 def _edit(path, search, replace):
@@ -94,7 +99,8 @@ def test_reproduction_stage_asks_n_scripts_and_keeps_them_in_sample_order(repos,
         f"{ID}/file": ["```\nconfiglet/types.py\n```"],
         f"{ID}/function": ["no idea"], f"{ID}/line": ["no idea"],
         f"{ID}/repair": [_edit("configlet/types.py", first, first + "\n_TOUCHED = True")],
-        f"{ID}/reproduction": [f"```python\n{SCRIPT}```", "I cannot write one.", "```python\nprint('Other issues')\n```"],
+        f"{ID}/reproduction": [f"```python\n{SCRIPT}```", "I cannot write one.",
+                               "```python\nprint('Other issues')\n```"],
     })
     policy = Recording(answers)
     config = _config(repos, tmp_path, answers, agentless=AgentlessOptions(num_samples=1, reproduction_samples=3),
@@ -179,7 +185,8 @@ def test_recorded_answers_are_served_from_a_requests_first_sample(tmp_path):
     from swe_rl_jax.policies import PolicyRequest
 
     path = _answers(tmp_path, {"t/repair": ["a", "b", "c", "d"]})
-    out = RecordedPolicy(path).generate([PolicyRequest("t/repair", (), n=1), PolicyRequest("t/repair", (), n=2, first=1),
+    out = RecordedPolicy(path).generate([PolicyRequest("t/repair", (), n=1),
+                                         PolicyRequest("t/repair", (), n=2, first=1),
                                          PolicyRequest("t/repair", (), n=3, first=3)])
     assert [r.completions for r in out] == [("a",), ("b", "c"), ("d",)]
 
@@ -193,7 +200,7 @@ def test_greedy_first_names_only_known_stages():
         ResolveConfig(reproduction=SamplingParams(n=2))
 
 
-# ---------------------------------------------------------------------------- location samples, interval-restricted SEARCH
+# ------------------------------------------------------------------ location samples, interval-restricted SEARCH
 
 
 def test_split_samples():
@@ -299,8 +306,7 @@ def test_files_mode_asks_shuffled_trees_and_repairs_whole_files(repos, tmp_path)
     assert trace["files"] == ["configlet/types.py", "configlet/loader.py"]
     repairs = [r for r in policy.requests if r.task_id.endswith("/repair")]
     assert [(r.n, r.first) for r in repairs] == [(3, 0), (2, 3)]
-    whole = {p: subprocess.run(["git", "-C", str(repos / "quillsoft__configlet"), "show", f"{_instance(ID).base_commit}:{p}"],
-                               capture_output=True, text=True).stdout for p in ("configlet/types.py", "configlet/loader.py")}
+    whole = {p: _base_text(repos, _instance(ID), p) for p in ("configlet/types.py", "configlet/loader.py")}
     assert list(repairs[0].messages) == [
         {"role": "system", "content": prompts.SWE_RL_SYSTEM},
         {"role": "user", "content": prompts.swe_rl(_instance(ID).problem_statement, whole)}]
@@ -377,19 +383,20 @@ def _recorded_for_every_instance(repos, tmp_path):
     """Per sample instance: the gold files (module level: shown whole), no line answer (the item
     windows are shown), repairs that add a statement after the first gold file's first line, and
     scripts."""
-    rows = {}
+    rows, golds = {}, {}
     for inst in load_instances(INSTANCES, require_patch=False):
         gold = [line[6:] for line in inst.patch.splitlines() if line.startswith("+++ b/") and line.endswith(".py")]
+        gold = [p for p in gold if _base_text(repos, inst, p) is not None]  # not the files the fix creates
         iid = inst.instance_id
         if not gold:  # tidewater__ledgerly-14 deletes its file: no answer, the stages fall back
             continue
-        first = _first_line(repos, inst, gold[0])
+        first, golds[iid] = _first_line(repos, inst, gold[0]), gold
         rows[f"{iid}/file"] = ["```\n" + "\n".join(gold) + "\n```"] * 4
         rows[f"{iid}/function"] = ["```\n" + "\n\n".join(gold) + "\n```"]
         rows[f"{iid}/line"] = ["?"] * 4
         rows[f"{iid}/repair"] = [_edit(gold[0], first, first + f"\n_PATCHED = {k % 2}") for k in range(4)]
         rows[f"{iid}/reproduction"] = [f"```python\nprint('Issue reproduced')  # {k}\n```" for k in range(2)]
-    return _answers(tmp_path, rows)
+    return _answers(tmp_path, rows), golds
 
 
 @presets_loadable
@@ -399,7 +406,9 @@ def _recorded_for_every_instance(repos, tmp_path):
 ])
 def test_a_small_override_of_each_preset_runs_end_to_end(repos, tmp_path, preset, small):
     """No model: recorded answers on the sample instances; tests are not run (verification off)."""
-    answers = _recorded_for_every_instance(repos, tmp_path)
+    from swe_rl_jax.resolve.localization import file_list_size
+
+    answers, golds = _recorded_for_every_instance(repos, tmp_path)
     config = _preset(preset, *small, "agentless.num_samples=4", "agentless.reproduction_samples=2",
                      "verification.regression=false", "verification.reproduction=false", f"answers={answers}",
                      f"instances={INSTANCES}", f"repos={repos}", f"out={tmp_path / 'preds.jsonl'}", "progress=false")
@@ -412,15 +421,40 @@ def test_a_small_override_of_each_preset_runs_end_to_end(repos, tmp_path, preset
         iid = trace["instance_id"]
         if trace["status"] != "patch":
             continue
-        assert trace["repair_sets"] == ([0, 0, 1, 1] if preset == "agentless" else [0, 0, 0, 0])
         assert [c["dropped"] for c in trace["candidates"]] == [""] * 4
         if preset == "agentless":  # 2 location sets x (1 greedy + 1 at 0.8)
+            assert trace["repair_sets"] == [0, 0, 1, 1]
             assert asked(iid, "repair") == [(1, 0, 0.0), (1, 1, 0.8), (1, 2, 0.0), (1, 3, 0.8)]
             assert asked(iid, "reproduction") == [(1, 0, 0.0), (1, 1, 0.8)]
             assert asked(iid, "line") == [(2, 0, 0.8)]
-        else:  # the two file samples named the same list: one prompt, 4 repairs at one temperature
+        else:  # both file samples name the gold files, each cut to its 2-5; 4 repairs at one temperature
+            lists = list(dict.fromkeys(tuple(golds[iid][:file_list_size(iid, k)]) for k in range(2)))
+            assert trace["location_sets"] == ([list(x) for x in lists] if len(lists) > 1 else [])
             assert asked(iid, "file") == [(1, 0, 0.8), (1, 1, 0.8)]
-            assert asked(iid, "repair") == [(4, 0, 0.8)]
+            assert asked(iid, "repair") == ([(4, 0, 0.8)] if len(lists) == 1 else [(2, 0, 0.8), (2, 2, 0.8)])
             assert asked(iid, "reproduction") == [(2, 0, 0.8)]
             assert not asked(iid, "function") and not asked(iid, "line")
         assert trace["reproduction_scripts"] == [f"print('Issue reproduced')  # {k}\n" for k in range(2)]
+
+
+def test_a_shuffled_tree_keeps_every_file_under_its_directory():
+    from swe_rl_jax.data.skeleton import INDENT, render_tree
+
+    paths = ["pkg/a.py", "pkg/b.py", "pkg/sub/c.py", "pkg/sub/d.py", "tools/e.py", "f.py", "g.py"]
+
+    def parsed(tree):  # the paths back from the indentation, and each level's dirs-before-files order
+        out, stack = [], []
+        for line in tree.split("\n"):
+            depth = (len(line) - len(line.lstrip(" "))) // len(INDENT)
+            stack[depth:] = [line.strip()]
+            if not line.endswith("/"):
+                out.append("".join(stack))
+        return sorted(out)
+
+    plain = render_tree(paths)
+    shuffled = {render_tree(paths, shuffle=f"i/{k}") for k in range(8)}
+    assert all(parsed(t) == sorted(paths) for t in shuffled | {plain})
+    assert len(shuffled) > 1 and render_tree(paths, shuffle="i/0") == render_tree(paths, shuffle="i/0")
+    for t in shuffled:  # directories before files at the top level, as in the plain tree
+        top = [line for line in t.split("\n") if not line.startswith(" ")]
+        assert top[:2] in (["pkg/", "tools/"], ["tools/", "pkg/"]) and set(top[2:]) == {"f.py", "g.py"}

@@ -15,7 +15,10 @@ file of recorded answers (`answers=FILE`). Writes one row `{"instance_id", "mode
 `<out stem>.trace.jsonl` with what each stage found, every raw answer and candidate patch; prints
 a summary. A rerun on the same --out resumes: finished instances are kept, not sampled again.
 Localization prompts use `localization` sampling (greedy by default), repairs `repair` sampling
-with n = `agentless.num_samples`. Exit 1 with one line when every request of a stage failed.
+with n = `agentless.num_samples`; `agentless.reproduction_samples` > 0 adds the reproduction
+scripts, `agentless.mode=files` the Agentless Mini mode, and the presets configs/agentless.yaml
+and configs/agentless_mini.yaml the papers' settings (docs/EVAL.md, "Presets"). Exit 1 with one
+line when every request of a stage failed.
 """
 from __future__ import annotations
 
