@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from swe_rl_jax.data.patches import apply_file_change, changed_old_lines, parse_patch  # noqa: E402
 from swe_rl_jax.data.pysource import Item, enclosing_item, outline, parse_source  # noqa: E402
-from swe_rl_jax.data.sources import Instance, RepoLocator, load_instances, run_git  # noqa: E402
+from swe_rl_jax.data.sources import InputError, Instance, RepoLocator, load_instances, run_git  # noqa: E402
 from swe_rl_jax.resolve.selection import RULES  # noqa: E402
 from swe_rl_jax.resolve.testcache import TestCache, run_key  # noqa: E402
 from swe_rl_jax.sft.ground_truth import render_edit, render_localization  # noqa: E402
@@ -293,7 +293,7 @@ def write_answers(instances_path: str, repos: str, out: Path, seed: int) -> tupl
     for inst in load_instances(instances_path):
         repo = locator.find(inst.repo)
         if repo is None:
-            raise SystemExit(f"error: no clone of {inst.repo} under {repos}")
+            raise InputError(f"no clone of {inst.repo} under {repos}")
         try:
             r, k = scripted_answers(inst, Path(repo), seed)
         except ValueError as e:  # SourceSyntaxError and PatchError too
@@ -401,7 +401,7 @@ def run(args: argparse.Namespace) -> None:
     work.mkdir(parents=True, exist_ok=True)
     kinds, skipped = write_answers(args.instances, args.repos, work / "answers.jsonl", args.seed)
     if skipped:
-        raise SystemExit(f"error: {len(skipped)} instances have no scripted answers (named above); leave them out")
+        raise InputError(f"{len(skipped)} instances have no scripted answers (named above); leave them out")
     common = ["--instances", args.instances, "--repos", args.repos]
     harness = ["--workers", str(args.workers), "--timeout", "1800", "--env-cache", args.env_cache]
     if not (work / "gold" / "report.json").is_file():
@@ -447,6 +447,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     t = sub.add_parser("table", help="the table of a finished run")
     t.add_argument("--work", required=True)
     args = parser.parse_args(argv)
+    try:
+        _command(args)
+    except InputError as e:  # a missing or malformed instances file: one line, exit 2 as the CLI does
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _command(args: argparse.Namespace) -> None:
     if args.command == "answers":
         kinds, skipped = write_answers(args.instances, args.repos, Path(args.out), args.seed)
         print(f"{len(kinds)} instances → {args.out}; {len(skipped)} skipped")
