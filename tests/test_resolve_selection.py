@@ -130,3 +130,14 @@ def test_regression_failures_count_only_tests_that_passed_at_base():
     assert regression_failures(counted, {"a": "PASSED", "b": "FAILED", "c": "FAILED", "d": "FAILED"}) == ["b"]
     assert regression_failures(counted, {"b": "PASSED"}) == ["a"]  # missing from the run
     assert regression_failures(counted, {"a": "ERROR", "b": "SKIPPED"}) == ["a"]  # a skip is kept
+
+
+def test_test_modules_include_astroids_unittest_files_and_never_conftest():
+    from swe_rl_jax.resolve.regression import is_test_module
+
+    # Real paths: astroid's tests (SWE-bench Lite pylint-dev__astroid-*), flask's, sqlfluff's.
+    assert [is_test_module(p) for p in (
+        "tests/unittest_brain_builtin.py", "tests/test_blueprints.py", "test/rules/std_L003_L036_L039_combo_test.py",
+        "tests/conftest.py", "tests/testdata/python3/data/module.py", "astroid/test_utils.py",
+        "astroid/unittest_like.py", "tests/unittest_brain_builtin.txt")] == [
+        True, True, True, False, False, True, False, False]

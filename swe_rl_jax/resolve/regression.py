@@ -20,8 +20,20 @@ from __future__ import annotations
 from typing import Collection, Iterable, Mapping, Sequence
 
 from swe_rl_jax.data.pysource import SourceSyntaxError, imported_modules, module_name, parse_source
+from swe_rl_jax.data.skeleton import TEST_DIRS
 from swe_rl_jax.harness.grading import tests_status
 from swe_rl_jax.harness.testlog import PASSED
+
+
+def is_test_module(path: str) -> bool:
+    """A test module: one pytest collects by default (`test_*.py`, `*_test.py`), or a `.py` file
+    under a `test`/`tests` directory whose name holds "test" (astroid's `unittest_*.py`, which its
+    own pytest settings collect); never `conftest.py`."""
+    *dirs, name = path.split("/")
+    if not name.endswith(".py") or name == "conftest.py":
+        return False
+    default = name.startswith("test_") or name.endswith("_test.py")
+    return default or ("test" in name and any(d in TEST_DIRS for d in dirs))
 
 
 def _named_by(test_path: str, modules: Collection[str]) -> bool:

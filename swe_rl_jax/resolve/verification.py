@@ -44,10 +44,9 @@ from swe_rl_jax.harness.runner import run_script, run_tests
 from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, isolation_mode
 from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for
 from swe_rl_jax.resolve.candidates import Candidate
-from swe_rl_jax.resolve.regression import passing_at_base, regression_failures, related_test_files
+from swe_rl_jax.resolve.regression import is_test_module, passing_at_base, regression_failures, related_test_files
 from swe_rl_jax.resolve.reproduction import Keep, choose_scripts, parse_outcome
 from swe_rl_jax.resolve.testcache import TestCache, run_key
-from swe_rl_jax.synth.run import is_test_file
 
 _OUTPUT_CHARS = 2000  # of a script's output, kept in the cache (the markers are in it)
 
@@ -128,8 +127,8 @@ def regression_files(source: str, inst: Instance, repo: GitRepo, commit: str, pa
         except PatchError:
             named = []
         return sorted(p for p in named if p in files and p.endswith(".py"))
-    tests = [p for p in files if is_test_file(p)]
-    edited = [p for p in _edited(patches) if not is_test_file(p)]
+    tests = [p for p in files if is_test_module(p)]
+    edited = [p for p in _edited(patches) if not is_test_module(p)]
     if not tests or not edited:
         return []
     sources = repo.snapshot(commit).read_text(tests, keep=False)
