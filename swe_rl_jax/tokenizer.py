@@ -9,7 +9,9 @@ covers `response_ids` only.
 """
 from __future__ import annotations
 
+import copy
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -70,7 +72,8 @@ def load_tokenizer(path: str | Path, gguf_file: str | None = None) -> ChatTokeni
     if gguf_file is None and not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json")):
         raise TokenizerError(f"{path} holds no tokenizer files (tokenizer.json / tokenizer_config.json / vocab.json)")
     try:
-        hf = AutoTokenizer.from_pretrained(str(path), gguf_file=gguf_file, local_files_only=True)
+        hf = (_converted_gguf(path / gguf_file) if gguf_file else
+              AutoTokenizer.from_pretrained(str(path), local_files_only=True))
     except Exception as e:  # transformers raises many types; name the directory
         raise TokenizerError(f"cannot load tokenizer from {path}{f' ({gguf_file})' if gguf_file else ''}: {e}") from e
     if not getattr(hf, "chat_template", None):
@@ -82,6 +85,27 @@ def load_tokenizer(path: str | Path, gguf_file: str | None = None) -> ChatTokeni
         assistant_start_ids=tuple(_assistant_start(hf)),
         source=str(path / gguf_file) if gguf_file else str(path),
     )
+
+
+# GGUF file (resolved path, size, mtime) -> its tokenizer as transformers converted it.
+_GGUF_TOKENIZERS: dict[tuple[str, int, int], Any] = {}
+_GGUF_LOCK = threading.Lock()
+
+
+def _converted_gguf(file: Path) -> Any:
+    """The tokenizer of a GGUF file, converted once per process and file version. transformers
+    parses the GGUF vocabulary in Python (about 4 s of CPU for SmolLM2's 49,152 tokens) and one
+    pipeline run loads the same file a dozen times (each eval, resolve, export); each caller gets
+    its own deep copy (0.2 s), as independent as a fresh load."""
+    from transformers import AutoTokenizer
+
+    stat = file.stat()
+    key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+    with _GGUF_LOCK:
+        if key not in _GGUF_TOKENIZERS:
+            _GGUF_TOKENIZERS[key] = AutoTokenizer.from_pretrained(str(file.parent), gguf_file=file.name,
+                                                                  local_files_only=True)
+        return copy.deepcopy(_GGUF_TOKENIZERS[key])
 
 
 def _eos_ids(hf: Any, path: Path) -> tuple[int, ...]:

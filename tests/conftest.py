@@ -1,5 +1,8 @@
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The suite runs on CPU: never start the TPU runtime that the installed libtpu offers (it logs
 # errors and costs time in every process; child processes inherit this).
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One persistent XLA compilation cache per test session, shared with the processes the tests start:
+# every CLI run, trainer and engine traces its programs anew, and the same tiny programs compile
+# again and again (the main job's evaluations, resumed runs). Each program is compiled once; a
+# cached executable is the one XLA compiled (same HLO, same options), so no result changes.
+# min compile time 0: under load the tiny programs' compiles fall below jax's 1 s default.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="swe-rl-jax-xla-cache-")
+    atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], True)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 sys.path.insert(0, str(Path(__file__).parent))
 
 

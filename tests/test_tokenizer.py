@@ -32,3 +32,26 @@ def test_missing_or_empty_directory(tmp_path):
         load_tokenizer(tmp_path / "missing")
     with pytest.raises(TokenizerError, match="no tokenizer files"):
         load_tokenizer(tmp_path)
+
+
+def test_a_gguf_tokenizer_is_converted_once_and_each_load_is_its_own_copy(monkeypatch):
+    from transformers import AutoTokenizer
+
+    import swe_rl_jax.tokenizer as tokenizer_module
+    from swe_rl_jax.tokenizer import smollm2_gguf_path
+
+    path = smollm2_gguf_path()
+    reference = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)  # transformers' own load
+    conversions = []
+    real = AutoTokenizer.from_pretrained
+    monkeypatch.setattr(tokenizer_module, "_GGUF_TOKENIZERS", {})  # as in a fresh process
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda *a, **k: conversions.append(a) or real(*a, **k))
+    first, second = load_tokenizer(path), load_tokenizer(path)
+    assert len(conversions) == 1 and first.hf is not second.hf
+    messages = [{"role": "user", "content": "Which file defines `parse_config`? src/config.py or src/cli.py"}]
+    for tok in (first, second):
+        assert tok.hf.get_vocab() == reference.get_vocab()
+        assert tok.encode_prompt(messages) == list(reference.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True)["input_ids"])
+    first.hf.add_tokens(["<probe-token>"])  # one caller's change reaches neither the other nor a later load
+    assert len(second.hf) == len(load_tokenizer(path).hf) == len(reference) == len(first.hf) - 1
