@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from swe_rl_jax.config import load_config
     from swe_rl_jax.data.sample import make_sample_repos
+    from swe_rl_jax.policies import PolicyRequest
     from swe_rl_jax.policies.config import make_policy
     from swe_rl_jax.resolve.config import ResolveConfig
 
@@ -202,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"endpoint.concurrency={args.concurrency}", f"endpoint.cache_dir={work / 'cache'}")
             served = config("served_batched", 12, (*endpoint, f"limit={args.served_limit}"))
             http = make_policy(served.policy())
+            # One untimed answer first: the server's first generation pays its own warm-up.
+            make_policy(config("warm_up", 1, (*endpoint[:2], f"endpoint.cache_dir={work / 'cache_warm'}")).policy()) \
+                .generate([PolicyRequest("warm-up", ({"role": "user", "content": "Say hi."},), max_tokens=8)])
             print(f"endpoint: transformers serve{' --continuous-batching' if args.continuous_batching else ''}; "
                   f"its context limit: {http.context} (None: not reported)", flush=True)
             results["served batched"] = _run(served, http)
