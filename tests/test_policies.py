@@ -22,7 +22,8 @@ class ScriptedServer:
     """Answers by the last user message: `ok:X`, `slow:X`, `flaky:X` (two 429s then ok),
     `broken` (always 500), `bad` (400), `hang` (longer than the client timeout), `redirect:X` (302
     to `redirect_to`), `truncated:X` (the first body cut short: IncompleteRead), `later:X` (a 429
-    with `Retry-After: 3600`, then ok). A GET (what a followed 302 becomes) is answered with a completion too."""
+    with `Retry-After: 3600`, then ok). A GET (what a followed 302 becomes) is answered with a completion too
+    (but `GET /models` with 404: no context limit known)."""
 
     def __init__(self):
         self.redirect_to = ""
@@ -39,6 +40,10 @@ class ScriptedServer:
                 pass
 
             def do_GET(self):
+                if self.path.endswith("/models"):  # the policy's one query for a context limit: none here
+                    self.send_response(404)
+                    self.end_headers()
+                    return
                 with server.lock:
                     server.calls["GET"] = server.calls.get("GET", 0) + 1
                     server.auth_headers.add(self.headers.get("Authorization", ""))

@@ -26,6 +26,7 @@ pytest.importorskip("uvicorn")
 
 from swe_rl_jax.cli import main as cli  # noqa: E402
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos  # noqa: E402
+from swe_rl_jax.policies import HttpPolicy, HttpPolicyConfig  # noqa: E402
 
 INSTANCES = SAMPLE_DIR / "instances.jsonl"
 # Small enough for the suite on 2 cores: short trees, few shown lines, short greedy answers.
@@ -75,6 +76,9 @@ def _rows(path):
 
 def test_resolve_on_a_served_checkpoint_matches_the_in_process_sampler(served, tmp_path):
     export, base_url = served
+    # transformers serve's `GET /v1/models` cards carry no `max_model_len`: no context limit known
+    # (tests/test_policies_context.py checks one that does, in vLLM's shape).
+    assert HttpPolicy(HttpPolicyConfig(base_url, str(export), cache_dir=str(tmp_path / "probe"))).context is None
     repos = make_sample_repos(tmp_path / "repos")
     common = ["resolve", "--instances", str(INSTANCES), "--repos", str(next(iter(repos.values())).parent),
               "model_name=smollm2", *SETTINGS]

@@ -13,6 +13,14 @@ made, read again at call time) and only ever placed in the Authorization header:
 cache keys, files, logs or errors, and the CLI masks it in any error it prints. Redirects are
 not followed: a 3xx answer is a failed request, so the key is never sent to another URL and only
 completions from `base_url` itself are cached.
+
+The endpoint's context: when the policy starts it asks `GET {base_url}/models` once; vLLM's and
+SGLang's model cards carry `max_model_len` (prompt + answer tokens). A request whose prompt tokens
+plus `max_tokens` exceed it is not sent (its response says why in `skipped`): the server would
+refuse it. The prompt is counted with `tokenizer` (a checkpoint directory, or `smollm2`, whose chat
+template renders the messages) when given, else estimated from below (`estimate_tokens`), so an
+estimate never skips a prompt that fits; one it lets through that does not fit is refused by the
+server and counted as failed. No limit reported (or the query failed): every prompt is sent.
 """
 from __future__ import annotations
 
@@ -47,6 +55,9 @@ class HttpPolicyConfig:
     backoff_s: float = 1.0
     backoff_max_s: float = 30.0
     cache_dir: str = "outputs/policy_cache"
+    # Counts prompt tokens against the endpoint's context: a checkpoint directory (its tokenizer and
+    # chat template) or `smollm2`; "" = estimate_tokens.
+    tokenizer: str = ""
 
     def __post_init__(self) -> None:
         require(self.base_url.startswith(("http://", "https://")), "base_url", f"not an http(s) URL: {self.base_url!r}")
@@ -57,6 +68,17 @@ class HttpPolicyConfig:
 
 class RequestFailed(Exception):
     pass
+
+
+# Characters per token that BPE vocabularies stay under on code and prose: SmolLM2's at most 3.9
+# and Qwen2.5's at most 4.5 over this repository's source files and docs (the median 3.4 and 4.0).
+CHARS_PER_TOKEN = 6
+
+
+def estimate_tokens(messages: Sequence[dict[str, str]]) -> int:
+    """A lower estimate of a chat prompt's tokens, for when no tokenizer is configured: the
+    characters of its messages / CHARS_PER_TOKEN (the chat template's own tokens not counted)."""
+    return sum(len(m.get("content", "")) for m in messages) // CHARS_PER_TOKEN
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -82,21 +104,64 @@ class HttpPolicy:
     def __init__(self, config: HttpPolicyConfig):
         self.config = config
         self.cache = CompletionCache(config.cache_dir)
-        self.stats = {"calls": 0, "cache_hits": 0, "retries": 0, "failures": 0}
+        self.stats = {"calls": 0, "cache_hits": 0, "retries": 0, "failures": 0, "prompts_too_long": 0}
         self._lock = threading.Lock()
         self._opener = urllib.request.build_opener(_NoRedirects())
         api_key(config.api_key_env)  # a malformed key fails now, before any work
+        self.tokenizer = None
+        if config.tokenizer:
+            from swe_rl_jax.policy import resolve_checkpoint
+            from swe_rl_jax.tokenizer import load_tokenizer
+
+            self.tokenizer = load_tokenizer(resolve_checkpoint(config.tokenizer))
+        self.context = self._context_limit()
+
+    def _headers(self) -> dict[str, str]:
+        key = api_key(self.config.api_key_env)
+        return {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+
+    def _context_limit(self) -> int | None:
+        """The served model's `max_model_len` from `GET /models` (vLLM, SGLang); None when the
+        endpoint reports none for `model` or cannot be asked: not an error, the requests will tell."""
+        url = self.config.base_url.rstrip("/") + "/models"
+        try:
+            with self._opener.open(urllib.request.Request(url, headers=self._headers()),
+                                   timeout=min(self.config.timeout_s, 10.0)) as resp:
+                cards = json.loads(resp.read().decode("utf-8"))["data"]
+            limit = next(card.get("max_model_len") for card in cards if card.get("id") == self.config.model)
+        except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError, AttributeError, StopIteration):
+            return None
+        return limit if type(limit) is int and limit > 0 else None
+
+    def too_long(self, request: PolicyRequest) -> str:
+        """Why `request` is not sent ("" when it fits, or no limit is known): its prompt's tokens
+        plus `max_tokens` exceed the endpoint's context, which the server would refuse."""
+        if self.context is None:
+            return ""
+        if self.tokenizer is not None:
+            length, counted = len(self.tokenizer.encode_prompt(list(request.messages))), "tokens"
+        else:
+            length, counted = estimate_tokens(request.messages), "tokens (estimated)"
+        if length + request.max_tokens <= self.context:
+            return ""
+        return (f"prompt of {length} {counted} + max_tokens {request.max_tokens} > the endpoint's context of "
+                f"{self.context} (max_model_len)")
 
     def _count(self, name: str) -> None:
         with self._lock:
             self.stats[name] += 1
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[PolicyResponse]:
-        jobs = [(r, r.first + i) for r in requests for i in range(r.n)]
+        skipped = [self.too_long(r) for r in requests]
+        self.stats["prompts_too_long"] += sum(map(bool, skipped))
+        jobs = [(r, r.first + i) for r, skip in zip(requests, skipped) if not skip for i in range(r.n)]
         with ThreadPoolExecutor(max_workers=self.config.concurrency) as pool:
             results = list(pool.map(lambda job: self._sample(*job), jobs))
         out, k = [], 0
-        for r in requests:
+        for r, skip in zip(requests, skipped):
+            if skip:
+                out.append(PolicyResponse(r.task_id, (), skipped=skip))
+                continue
             got = results[k:k + r.n]
             k += r.n
             completions = tuple(c for c, _ in got if c is not None)
@@ -140,10 +205,7 @@ class HttpPolicy:
     def _post_with_retries(self, payload: dict[str, Any]) -> str:
         url = self.config.base_url.rstrip("/") + "/chat/completions"
         body = json.dumps(payload).encode("utf-8")
-        headers = {"Content-Type": "application/json"}
-        key = api_key(self.config.api_key_env)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
+        headers = self._headers()
         last = ""
         for attempt in range(self.config.max_retries + 1):
             if attempt:
