@@ -40,6 +40,9 @@ INSTALL_REQUIRES = [
 
 TEST_REQUIRES = [
     "pytest==9.2.0",
+    # The suite's two workers (tools/run_tests.sh): one process leaves a 2-core machine a third idle.
+    "pytest-xdist==3.8.0",
+    "execnet==2.1.2",
     "hypothesis==6.170.15",
     "torch==2.13.0",
     "gguf==0.19.0",
