@@ -23,6 +23,7 @@ from swe_rl_jax.resolve.choice import choices
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.regression import passing_at_base, regression_failures
+from swe_rl_jax.resolve.repo import Clones
 from swe_rl_jax.resolve.run import run_resolve
 from swe_rl_jax.resolve.testcache import TestCache, digest, run_key
 from swe_rl_jax.resolve.verification import VerificationConfig, Verifier
@@ -76,7 +77,7 @@ def test_verification_counts_caches_and_feeds_the_rules(repos, options, tmp_path
     scripts = [REPRODUCES, ALWAYS_RESOLVED, None, REPRODUCES_AGAIN]
     config = _config(options, regression=True, reproduction=True, keep_reproduction="all")
     cache = tmp_path / "tests.jsonl"
-    first = Verifier(config, RepoLocator(repos), cache).verify(INST, candidates, scripts)
+    first = Verifier(config, Clones(RepoLocator(repos)), cache).verify(INST, candidates, scripts)
     assert first.error == ""
     # Regression tests: the test file named after the edited module (test_loader and test_env
     # import other modules of the package), its tests at base all pass (the sample's own design:
@@ -92,7 +93,7 @@ def test_verification_counts_caches_and_feeds_the_rules(repos, options, tmp_path
     assert (first.test_runs, first.cached_runs) == (10, 0) and first.test_seconds > 0
     assert len(cache.read_text().splitlines()) == 10
 
-    again = Verifier(config, RepoLocator(repos), cache).verify(INST, candidates, scripts)
+    again = Verifier(config, Clones(RepoLocator(repos)), cache).verify(INST, candidates, scripts)
     assert (again.test_runs, again.cached_runs, again.test_seconds) == (0, 10, 0.0)
     assert (again.regression_failures, again.reproduction_passed) == (first.regression_failures,
                                                                      first.reproduction_passed)
@@ -110,7 +111,7 @@ def test_regression_counts_only_tests_that_passed_at_base(repos, options, tmp_pa
     applied) and breaks one passing test counts 1, not the tests that already failed."""
     gold, breaks, _ = _patches(repos)
     config = _config(options, regression=True, regression_tests="test_patch_files")
-    verified = Verifier(config, RepoLocator(repos), tmp_path / "c.jsonl").verify(
+    verified = Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl").verify(
         INST, [Candidate(0, breaks, "b", ""), Candidate(1, gold, "g", "")], [])
     assert verified.regression_tests["files"] == ["tests/test_types.py"]
     assert verified.regression_failures == [1, 0] and verified.reproduction_kept == []
@@ -152,7 +153,7 @@ def test_bad_scripts_count_as_not_reproducing(repos, options, open_dir, tmp_path
     # A low process limit: RLIMIT_NPROC counts every process of the sandbox user on the machine.
     config = _config(options, reproduction=True, keep_reproduction="all", timeout_s=4, memory_mb=1024,
                      max_processes=64)
-    verified = Verifier(config, RepoLocator(repos), tmp_path / "c.jsonl").verify(
+    verified = Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl").verify(
         INST, [Candidate(0, INST.patch, "g", "")], scripts)
     expected = ["other", "other", "other", "reproduced"] + (["other", "other"] if NAMESPACES else [])
     assert verified.reproduction_at_base == expected
@@ -278,7 +279,7 @@ def test_an_environment_that_cannot_be_built_is_the_instances_error(repos, optio
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps({"quillsoft/configlet": {"python": "python2.1", "requirements": ["pytest"]}}))
     config = dataclasses.replace(_config(options, regression=True, reproduction=True), specs=str(specs))
-    verified = Verifier(config, RepoLocator(repos), tmp_path / "c.jsonl").verify(
+    verified = Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl").verify(
         INST, [Candidate(0, INST.patch, "g", "")], [REPRODUCES, REPRODUCES_AGAIN])
     assert verified.error == "env_build_failed" and "python2.1" in verified.message
     assert verified.regression_failures == [None] and verified.reproduction_passed == [[]]

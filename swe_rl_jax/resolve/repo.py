@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 from swe_rl_jax.data.patches import split_lines
 from swe_rl_jax.data.pysource import Item, SourceSyntaxError, outline, parse_source
 from swe_rl_jax.data.skeleton import SourceFilter, file_skeleton
-from swe_rl_jax.data.sources import Snapshot
+from swe_rl_jax.data.sources import GitRepo, RepoLocator, Snapshot
 from swe_rl_jax.resolve.options import AgentlessOptions
 
 
@@ -49,3 +49,18 @@ class RepoView:
 
     def lines(self, path: str) -> list[str]:
         return split_lines(self.read([path]).get(path, ""))[0]
+
+
+class Clones:
+    """Each repository's clone, opened once for the whole run (None when `locator` finds none):
+    the stages and the verification stage read the same `GitRepo`, its trees and blobs cached once."""
+
+    def __init__(self, locator: RepoLocator):
+        self.locator = locator
+        self.repos: dict[str, Optional[GitRepo]] = {}
+
+    def __call__(self, name: str) -> Optional[GitRepo]:
+        if name not in self.repos:
+            path = self.locator.find(name)
+            self.repos[name] = GitRepo(path) if path is not None else None
+        return self.repos[name]

@@ -12,12 +12,13 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from swe_rl_jax.data.sources import GitRepo, Instance, InputError, RepoLocator, Snapshot, load_instances
+from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, Snapshot, load_instances
 from swe_rl_jax.policies import Policy
 from swe_rl_jax.resolve.choice import apply_verified, choose
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.driver import Counts, StageSampling, resolve_chunk, start
 from swe_rl_jax.resolve.output import Outputs, parse_shard, resume, shard_slice
+from swe_rl_jax.resolve.repo import Clones
 from swe_rl_jax.resolve.steps import Resolution
 from swe_rl_jax.resolve.verification import Verifier
 
@@ -41,17 +42,13 @@ def select_instances(config: ResolveConfig) -> list[Instance]:
 
 
 class _Snapshots:
-    """Each instance's base-commit snapshot, its repository opened once."""
+    """Each instance's base-commit snapshot."""
 
-    def __init__(self, locator: RepoLocator):
-        self.locator = locator
-        self.repos: dict[str, Optional[GitRepo]] = {}
+    def __init__(self, clones: Clones):
+        self.clones = clones
 
     def __call__(self, inst: Instance) -> Snapshot | Resolution:
-        if inst.repo not in self.repos:
-            path = self.locator.find(inst.repo)
-            self.repos[inst.repo] = GitRepo(path) if path is not None else None
-        git = self.repos[inst.repo]
+        git = self.clones(inst.repo)
         if git is None:
             return Resolution(inst.instance_id, "", "missing_repository")
         commit = git.resolve(inst.base_commit)
@@ -132,8 +129,9 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
         outputs = Outputs(out, trace, name)
         sampling = StageSampling(config.localization, config.repair, config.reproduction, config.greedy_first,
                                  config.line)
-        snapshots = _Snapshots(locator)
-        verifier = Verifier(config.verification, locator, _cache_path(config, out)) \
+        clones = Clones(locator)
+        snapshots = _Snapshots(clones)
+        verifier = Verifier(config.verification, clones, _cache_path(config, out)) \
             if config.verification.enabled else None
         with tqdm(total=len(pending), desc="resolve", unit="instance", file=sys.stderr,
                   disable=not config.progress) as bar:

@@ -36,7 +36,7 @@ from typing import Any, Callable, Literal, Optional, Sequence
 
 from swe_rl_jax.config import require
 from swe_rl_jax.data.patches import PatchError
-from swe_rl_jax.data.sources import GitError, GitRepo, Instance, RepoLocator
+from swe_rl_jax.data.sources import GitError, GitRepo, Instance
 from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.directives import django_label, patch_files
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, ensure_environment
@@ -45,6 +45,7 @@ from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, isolat
 from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for
 from swe_rl_jax.resolve.candidates import Candidate
 from swe_rl_jax.resolve.regression import is_test_module, passing_at_base, regression_failures, related_test_files
+from swe_rl_jax.resolve.repo import Clones
 from swe_rl_jax.resolve.reproduction import Keep, choose_scripts, parse_outcome
 from swe_rl_jax.resolve.testcache import TestCache, run_key
 
@@ -122,11 +123,7 @@ def regression_files(source: str, inst: Instance, repo: GitRepo, commit: str, pa
     """The regression test files of `source` (module docstring), sorted."""
     files = repo.tree(commit)
     if source == "test_patch_files":
-        try:
-            named = patch_files(inst.test_patch) if inst.test_patch.strip() else []
-        except PatchError:
-            named = []
-        return sorted(p for p in named if p in files and p.endswith(".py"))
+        return sorted(p for p in _edited([inst.test_patch]) if p in files and p.endswith(".py"))
     tests = [p for p in files if is_test_module(p)]
     edited = [p for p in _edited(patches) if not is_test_module(p)]
     if not tests or not edited:
@@ -199,9 +196,9 @@ class _Runs:
 class Verifier:
     """Runs the verification stage of instances (`verify`), one run's settings and cache shared."""
 
-    def __init__(self, config: VerificationConfig, locator: RepoLocator, cache_path: Path):
+    def __init__(self, config: VerificationConfig, clones: Clones, cache_path: Path):
         self.config = config
-        self.locator = locator
+        self.clones = clones
         self.specs = load_specs(config.specs) if config.specs else {}
         self.isolation = isolation_mode(config.isolation)
         self.limits = Limits(timeout_s=config.timeout_s, memory_mb=config.memory_mb,
@@ -213,13 +210,6 @@ class Verifier:
         self.cache = TestCache(cache_path)
         self.harness = dict(limits=self.limits, install_timeout_s=self.env_options.build_timeout_s,
                             isolation=self.isolation, work_dir=self.work_dir)
-        self._repos: dict[str, Optional[GitRepo]] = {}
-
-    def _repo(self, name: str) -> Optional[GitRepo]:
-        if name not in self._repos:
-            path = self.locator.find(name)
-            self._repos[name] = GitRepo(path) if path is not None else None
-        return self._repos[name]
 
     def verify(self, inst: Instance, candidates: Sequence[Candidate], scripts: Sequence[Optional[str]]) -> Verified:
         """The test results of `inst`'s candidates (module docstring); never raises for a problem of
@@ -229,7 +219,7 @@ class Verifier:
         keys = distinct(candidates)
         if not keys:
             return out
-        repo = self._repo(inst.repo)
+        repo = self.clones(inst.repo)
         try:
             commit = repo.resolve(inst.base_commit) if repo is not None else None
         except GitError:
