@@ -64,50 +64,44 @@ class ScriptedServer:
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                     server.auth_headers.add(self.headers.get("Authorization", ""))
                 try:
-                    kind = prompt.split(":")[0]
-                    if kind == "slow":
-                        time.sleep(0.25)
-                    if kind == "hang":
-                        time.sleep(1.5)
-                    if kind == "broken" or (kind == "flaky" and count <= 2):
-                        code = 500 if kind == "broken" else 429
-                        self.send_response(code)
-                        self.send_header("Retry-After", "0")
-                        self.end_headers()
-                        return
-                    if kind == "later" and count == 1:
-                        self.send_response(429)
-                        self.send_header("Retry-After", "3600")
-                        self.end_headers()
-                        return
-                    if kind == "truncated" and count == 1:
-                        self.send_response(200)
-                        self.send_header("Content-Length", "1000")
-                        self.end_headers()
-                        self.wfile.write(b'{"choices": [')
-                        self.close_connection = True
-                        return
-                    if kind == "bad":
-                        self.send_response(400)
-                        self.end_headers()
-                        return
-                    if kind == "redirect":
-                        self.send_response(302)
-                        self.send_header("Location", server.redirect_to)
-                        self.end_headers()
-                        return
-                    answer = {"choices": [{"message": {"role": "assistant", "content": f"answer to {prompt} #{count}"}}]}
-                    data = json.dumps(answer).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (the timeout test)
+                    code, headers, data = self.reply(prompt, count)
                 finally:
+                    # Out of flight before a byte of the answer is sent: a client that has read its
+                    # answer and sent the next request must never be counted twice.
                     with server.lock:
                         server.in_flight -= 1
+                try:
+                    self.send_response(code)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    if data:
+                        self.wfile.write(data)
+                    if prompt.startswith("truncated:") and count == 1:
+                        self.close_connection = True
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (the timeout test)
+
+            def reply(self, prompt, count):
+                """(status, headers, body) for one call, after the delay its kind asks for."""
+                kind = prompt.split(":")[0]
+                if kind == "slow":
+                    time.sleep(0.25)
+                if kind == "hang":
+                    time.sleep(1.5)
+                if kind == "broken" or (kind == "flaky" and count <= 2):
+                    return (500 if kind == "broken" else 429), {"Retry-After": "0"}, b""
+                if kind == "later" and count == 1:
+                    return 429, {"Retry-After": "3600"}, b""
+                if kind == "truncated" and count == 1:
+                    return 200, {"Content-Length": "1000"}, b'{"choices": ['
+                if kind == "bad":
+                    return 400, {}, b""
+                if kind == "redirect":
+                    return 302, {"Location": server.redirect_to}, b""
+                answer = {"choices": [{"message": {"role": "assistant", "content": f"answer to {prompt} #{count}"}}]}
+                data = json.dumps(answer).encode()
+                return 200, {"Content-Type": "application/json", "Content-Length": str(len(data))}, data
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
