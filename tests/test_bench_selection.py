@@ -134,3 +134,23 @@ def test_runnable_ids_select_the_whole_function_when_swe_bench_cut_the_parameter
     assert _tool().runnable_ids(cut + whole) == [
         "tests/unittest_brain_builtin.py::TestStringNodes::test_string_format_uninferable",
         "test/dialects/ansi_test.py::test__dialect__ansi_multiple_semicolons", *whole]
+
+
+def test_the_regression_selection_answer_names_the_issues_tests_and_those_its_test_patch_changes(scripted):
+    """Read from the sample's test patches: quillsoft__configlet-21 changes the parametrize line of
+    test_to_bool_true (and its FAIL_TO_PASS are two new cases of it); every other instance's test
+    patch only adds new tests, so its answer is its FAIL_TO_PASS ids. The name without parameters
+    leaves out every parametrization of the test."""
+    from swe_rl_jax.resolve.regression import excluded_tests
+
+    _, _, kinds, rows = scripted
+    answers = {iid: rows[f"{iid}/regression_selection"]["response"] for iid in kinds}
+    assert answers["quillsoft__configlet-21"] == ("```\ntests/test_types.py::test_to_bool_true[on]\n"
+                                                  "tests/test_types.py::test_to_bool_true[y]\n"
+                                                  "tests/test_types.py::test_to_bool_true\n```")
+    assert answers["quillsoft__configlet-12"] == "```\ntests/test_types.py::test_to_duration_compound\n```"
+    assert answers["brightloop__taskq-41"] == ("```\ntests/test_scheduler.py::test_utc_now_is_timezone_aware\n"
+                                               "tests/test_scheduler.py::test_tick_defaults_to_aware_utc_time\n```")
+    listed = [f"tests/test_types.py::test_to_bool_true[{p}]" for p in ("1", "true", "Yes", " TRUE ")]
+    listed.append("tests/test_types.py::test_to_bool_false")
+    assert excluded_tests(answers["quillsoft__configlet-21"], listed) == listed[:4]

@@ -2,7 +2,7 @@
 selections computed by hand from the published rules (Agentless's and Agentless Mini's rerank.py)."""
 import pytest
 
-from swe_rl_jax.resolve.regression import passing_at_base, regression_failures, related_test_files
+from swe_rl_jax.resolve.regression import excluded_tests, passing_at_base, regression_failures, related_test_files
 from swe_rl_jax.resolve.reproduction import choose_scripts, normalize_script, parse_outcome
 from swe_rl_jax.resolve.selection import RULES, Scored, select
 
@@ -130,6 +130,28 @@ def test_regression_failures_count_only_tests_that_passed_at_base():
     assert regression_failures(counted, {"a": "PASSED", "b": "FAILED", "c": "FAILED", "d": "FAILED"}) == ["b"]
     assert regression_failures(counted, {"b": "PASSED"}) == ["a"]  # missing from the run
     assert regression_failures(counted, {"a": "ERROR", "b": "SKIPPED"}) == ["a"]  # a skip is kept
+
+
+PASSING = ["tests/test_a.py::test_one", "tests/test_a.py::test_two[x]", "tests/test_a.py::test_two[y-1]",
+           "tests/test_b.py::TestK::test_three", "test_four (pkg.tests.T)"]
+
+
+@pytest.mark.parametrize("answer, expected", [
+    # Agentless's answer shape: the names, one per line, in a fence; order is the listed order.
+    ("```\ntest_four (pkg.tests.T)\ntests/test_a.py::test_one\n```", [PASSING[0], PASSING[4]]),
+    # The name without its parameters names every parametrization; a bare function name does not.
+    ("```\ntests/test_a.py::test_two\ntest_one\n```", PASSING[1:3]),
+    # Bullets, backticks and indentation; a name that is not listed is ignored.
+    ("```\n- `tests/test_b.py::TestK::test_three`\n  * tests/test_a.py::test_nine\n```", [PASSING[3]]),
+    # Only the last block after </think> is read: names in the reasoning or an earlier block are not.
+    ("<think>tests/test_a.py::test_one</think>```\ntests/test_a.py::test_one\n```\n```\n```", []),
+    ("```\n```", []),
+    # No block: every line of the answer (after </think>) is read.
+    ("<think>x</think>tests/test_a.py::test_one\nthat is all", [PASSING[0]]),
+    ("", []),
+])
+def test_excluded_tests_reads_the_named_listed_tests(answer, expected):
+    assert excluded_tests(answer, PASSING) == expected
 
 
 def test_test_modules_include_astroids_unittest_files_and_never_conftest():

@@ -25,6 +25,7 @@ from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.regression import passing_at_base, regression_failures
 from swe_rl_jax.resolve.repo import Clones
 from swe_rl_jax.resolve.run import run_resolve
+from swe_rl_jax.resolve.steps import drive
 from swe_rl_jax.resolve.testcache import TestCache, digest, run_key
 from swe_rl_jax.resolve.verification import VerificationConfig, Verifier
 from swe_rl_jax.rewards import git_diff
@@ -67,6 +68,15 @@ def _config(options, **kw):
     return VerificationConfig(env_cache=options.env.cache_dir, specs=str(SPECS), work_dir=options.work_dir, **kw)
 
 
+def _no_policy(ask):
+    raise AssertionError(f"the verification stage asked the policy: {ask.stage}")
+
+
+def _verify(verifier, inst, candidates, scripts, answer=_no_policy):
+    """The stage's results, its questions (the regression selection) answered by `answer`."""
+    return drive(verifier.steps(inst, candidates, scripts), answer)
+
+
 def test_verification_counts_caches_and_feeds_the_rules(repos, options, tmp_path):
     gold, breaks, idle = _patches(repos)
     # Samples: 0 breaks a regression test, 1 is gold, 2 and 3 the idle change twice (one run for
@@ -77,7 +87,7 @@ def test_verification_counts_caches_and_feeds_the_rules(repos, options, tmp_path
     scripts = [REPRODUCES, ALWAYS_RESOLVED, None, REPRODUCES_AGAIN]
     config = _config(options, regression=True, reproduction=True, keep_reproduction="all")
     cache = tmp_path / "tests.jsonl"
-    first = Verifier(config, Clones(RepoLocator(repos)), cache).verify(INST, candidates, scripts)
+    first = _verify(Verifier(config, Clones(RepoLocator(repos)), cache), INST, candidates, scripts)
     assert first.error == ""
     # Regression tests: the test file named after the edited module (test_loader and test_env
     # import other modules of the package), its tests at base all pass (the sample's own design:
@@ -93,7 +103,7 @@ def test_verification_counts_caches_and_feeds_the_rules(repos, options, tmp_path
     assert (first.test_runs, first.cached_runs) == (10, 0) and first.test_seconds > 0
     assert len(cache.read_text().splitlines()) == 10
 
-    again = Verifier(config, Clones(RepoLocator(repos)), cache).verify(INST, candidates, scripts)
+    again = _verify(Verifier(config, Clones(RepoLocator(repos)), cache), INST, candidates, scripts)
     assert (again.test_runs, again.cached_runs, again.test_seconds) == (0, 10, 0.0)
     assert (again.regression_failures, again.reproduction_passed) == (first.regression_failures,
                                                                      first.reproduction_passed)
@@ -106,13 +116,51 @@ def test_verification_counts_caches_and_feeds_the_rules(repos, options, tmp_path
     assert choices(candidates) == {"majority": 2, "agentless": 1, "agentless_mini": 1}
 
 
+def test_regression_selection_leaves_out_the_tests_the_policy_names(repos, options, tmp_path):
+    """Agentless's selection: the policy, shown the issue and the 9 tests that pass at base, names
+    test_to_duration_units (which the breaking change fails): it is not counted. An answer that
+    names no listed test leaves every test counted, and executes nothing again (the cache)."""
+    gold, breaks, _ = _patches(repos)
+    config = _config(options, regression=True, regression_tests="test_patch_files", regression_selection=True)
+    candidates = [Candidate(0, breaks, "b", ""), Candidate(1, gold, "g", "")]
+    asked = []
+
+    def text(*lines):
+        return "The durations' units are what the fix touches.\n```\n" + "\n".join(lines) + "\n```"
+
+    def naming(*lines):
+        def answer(ask):
+            asked.append(ask)
+            return [text(*lines)]
+        return answer
+
+    duration_units = "tests/test_types.py::test_to_duration_units"
+    verified = _verify(Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl"), INST, candidates, [],
+                       naming(duration_units))
+    base = TestCache(tmp_path / "c.jsonl").get(run_key(INST.instance_id, "regression", "",
+                                                        ["tests/test_types.py"]))["statuses"]
+    assert len(asked) == 1 and asked[0].stage == "regression_selection" and asked[0].n == 1
+    prompt = asked[0].messages[-1]["content"]
+    assert INST.problem_statement in prompt and all(t in prompt for t in passing_at_base(base))
+    assert len(passing_at_base(base)) == 9 and duration_units in passing_at_base(base)
+    assert verified.regression_failures == [0, 0]
+    assert verified.regression_tests == {"source": "test_patch_files", "files": ["tests/test_types.py"],
+                                         "passing_at_base": 9, "excluded": [duration_units]}
+    assert verified.selection_answers == [text(duration_units)] and verified.test_runs == 3  # base, 2 candidates
+
+    again = _verify(Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl"), INST, candidates, [],
+                    naming("tests/test_types.py::test_not_there", "test_to_duration_units"))
+    assert again.regression_failures == [1, 0] and again.regression_tests["excluded"] == []
+    assert (again.test_runs, again.cached_runs) == (0, 3)
+
+
 def test_regression_counts_only_tests_that_passed_at_base(repos, options, tmp_path):
     """A candidate that fixes the issue's failing test (absent at base: the test patch is not
     applied) and breaks one passing test counts 1, not the tests that already failed."""
     gold, breaks, _ = _patches(repos)
     config = _config(options, regression=True, regression_tests="test_patch_files")
-    verified = Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl").verify(
-        INST, [Candidate(0, breaks, "b", ""), Candidate(1, gold, "g", "")], [])
+    verified = _verify(Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl"), INST,
+                       [Candidate(0, breaks, "b", ""), Candidate(1, gold, "g", "")], [])
     assert verified.regression_tests["files"] == ["tests/test_types.py"]
     assert verified.regression_failures == [1, 0] and verified.reproduction_kept == []
     # Against a base run in which test_to_duration_units fails too (the breaking change at base),
@@ -153,8 +201,8 @@ def test_bad_scripts_count_as_not_reproducing(repos, options, open_dir, tmp_path
     # A low process limit: RLIMIT_NPROC counts every process of the sandbox user on the machine.
     config = _config(options, reproduction=True, keep_reproduction="all", timeout_s=4, memory_mb=1024,
                      max_processes=64)
-    verified = Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl").verify(
-        INST, [Candidate(0, INST.patch, "g", "")], scripts)
+    verified = _verify(Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl"), INST,
+                       [Candidate(0, INST.patch, "g", "")], scripts)
     expected = ["other", "other", "other", "reproduced"] + (["other", "other"] if NAMESPACES else [])
     assert verified.reproduction_at_base == expected
     assert verified.reproduction_kept == [3] and verified.reproduction_passed == [[3]]
@@ -253,6 +301,25 @@ def test_resolve_chooses_by_rule_and_rerank_reproduces_it(repos, options, tmp_pa
         {k: v for k, v in json.loads(first[1]).items() if k not in ("test_runs", "cached_runs", "test_seconds")}
 
 
+def test_resolve_asks_the_regression_selection_after_the_base_run(repos, options, tmp_path):
+    """Through the driver: the selection's one question per instance is asked with the policy's
+    other questions, its answer is in the trace, and what it names is not counted (the breaking
+    samples count 0 failures, as gold does: the rule falls back to the vote)."""
+    named = ["```\ntests/test_types.py::test_to_duration_units\n```"]
+    config = ResolveConfig(instances=str(SAMPLE_DIR / "instances.jsonl"), repos=str(repos),
+                           out=str(tmp_path / "preds.jsonl"), model_name="scripted",
+                           instance_ids=(INST.instance_id,), agentless=AgentlessOptions(num_samples=3),
+                           progress=False, selection="agentless",
+                           verification=_config(options, regression=True, regression_selection=True))
+    summary = run_resolve(config, _Recorded({**_answers(repos), "regression_selection": named}))
+    trace = json.loads((tmp_path / "preds.trace.jsonl").read_text())
+    assert trace["responses"]["regression_selection"] == named
+    assert trace["regression_tests"]["excluded"] == ["tests/test_types.py::test_to_duration_units"]
+    assert [c["regression_failures"] for c in trace["candidates"]] == [0, 0, 0]
+    assert trace["selected"] == {"majority": 0, "agentless": 0, "agentless_mini": 0}
+    assert summary["requests"]["regression_selection"] == 1 and summary["failed"] == {}
+
+
 def test_rerank_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     def rerank(*rows, rule="agentless"):
         path = tmp_path / "t.trace.jsonl"
@@ -279,8 +346,8 @@ def test_an_environment_that_cannot_be_built_is_the_instances_error(repos, optio
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps({"quillsoft/configlet": {"python": "python2.1", "requirements": ["pytest"]}}))
     config = dataclasses.replace(_config(options, regression=True, reproduction=True), specs=str(specs))
-    verified = Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl").verify(
-        INST, [Candidate(0, INST.patch, "g", "")], [REPRODUCES, REPRODUCES_AGAIN])
+    verified = _verify(Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl"), INST,
+                       [Candidate(0, INST.patch, "g", "")], [REPRODUCES, REPRODUCES_AGAIN])
     assert verified.error == "env_build_failed" and "python2.1" in verified.message
     assert verified.regression_failures == [None] and verified.reproduction_passed == [[]]
     assert verified.test_runs == 0 and not (tmp_path / "c.jsonl").exists()

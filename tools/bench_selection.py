@@ -29,7 +29,13 @@ shuffle seeded by (seed, instance id)):
   the test files in place, runs pytest on those tests with the running interpreter, restores the
   files and prints "Issue resolved" (all pass), "Issue reproduced" (a test fails or does not
   collect) or "Other issues"; `never` prints "Issue resolved" whatever happens (it cannot
-  reproduce the issue at base: dropped); `all_markers` prints all three (dropped).
+  reproduce the issue at base: dropped); `all_markers` prints all three (dropped);
+- regression selection (`/regression_selection`, asked when `verification.regression_selection`
+  is on, as configs/agentless.yaml has it), 1 answer: the issue's FAIL_TO_PASS tests (as
+  `runnable_ids` writes them; those that exist at base check the behaviour the fix changes) and
+  the existing test functions whose lines the instance's test patch changes (`path::Class::test_f`,
+  naming every parametrization): what a model that foresaw the fix's test changes would name, an
+  upper bound on what the selection can do, not a model's answer.
 
 `run` writes W/answers.jsonl (and W/kinds.json: the kind of every sample), then runs, with the
 CLI, `resolve` (the config, recorded answers, verification on), `rerank` per rule and `evaluate`
@@ -216,6 +222,22 @@ def _fenced(script: str) -> str:
     return f"```python\n{script}```"
 
 
+def changed_tests(tests_old: dict[str, str], changed: dict[str, list[int]]) -> list[str]:
+    """The pytest ids (without parameters) of the test functions (`test*`) at base whose lines a
+    patch changes, in path and line order; module-level changes, fixtures and files new in the
+    patch name none."""
+    ids = []
+    for path in sorted(changed):
+        if not (path.endswith(".py") and tests_old.get(path)):
+            continue
+        items = outline(parse_source(tests_old[path]))
+        for n in changed[path]:
+            item = enclosing_item(items, n)
+            if item is not None and item.kind == "function" and item.qualname.rsplit(".", 1)[-1].startswith("test"):
+                ids.append(f"{path}::{item.qualname.replace('.', '::')}")
+    return list(dict.fromkeys(ids))
+
+
 USELESS = {
     "never": 'print("Issue resolved")\n',
     "all_markers": 'print("Issue reproduced")\nprint("Issue resolved")\nprint("Other issues")\n',
@@ -243,7 +265,7 @@ def _targets(py: Sequence[str], old: dict[str, str], gold: dict[str, str], chang
 def scripted_answers(inst: Instance, repo: Path, seed: int) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
     """The recorded answers of one instance and the kind of each repair / reproduction sample."""
     old, gold, changed = _patched(repo, inst.base_commit, inst.patch)
-    tests_old, tests_new, _ = _patched(repo, inst.base_commit, inst.test_patch)
+    tests_old, tests_new, tests_changed = _patched(repo, inst.base_commit, inst.test_patch)
     py = sorted(p for p in gold if p.endswith(".py") and old[p])
     if not py:
         raise ValueError("the gold patch edits no existing Python file")
@@ -279,6 +301,8 @@ def scripted_answers(inst: Instance, repo: Path, seed: int) -> tuple[list[dict[s
         {"task_id": f"{iid}/line", "response": render_localization("line_localization", line_items)},
         {"task_id": f"{iid}/repair", "responses": [render_edit(old, variants[k]) for k in repair]},
         {"task_id": f"{iid}/reproduction", "responses": [_fenced(scripts[k]) for k in repro]},
+        {"task_id": f"{iid}/regression_selection", "response": "```\n" + "".join(
+            f"{t}\n" for t in dict.fromkeys([*ids, *changed_tests(tests_old, tests_changed)])) + "```"},
     ]
     kinds = {"repair": [kind_of(k) for k in repair], "reproduction": [kind_of(k) for k in repro],
              "edited": [target, edited.qualname], "broken": [target, victim.qualname]}

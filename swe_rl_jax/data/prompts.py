@@ -148,6 +148,23 @@ def reproduction_test(issue: str) -> str:
     )
 
 
+def regression_selection(issue: str, tests: Sequence[str]) -> str:
+    """`resolve`'s regression-test selection (docs/EVAL.md, "Verification"): which of the tests that
+    pass at the base commit a fix of the issue may rightly change, as Agentless's
+    select_regression_tests asks; `resolve.regression.excluded_tests` reads the answer."""
+    listed = "\n".join(tests)
+    return (
+        _ISSUE.format(issue=issue)
+        + "These existing tests of the repository pass before any fix:\n\n"
+        f"```\n{listed}\n```\n\n"
+        "A fix of the issue may change behaviour that some of them check, on purpose. Name the tests "
+        "that should not be run after the fix for that reason; the others must keep passing. Answer "
+        "with the names exactly as listed, one per line, in one fenced block (an empty block when "
+        "every test should still pass):\n\n"
+        "```\ntests/test_module.py::test_old_behaviour\n```"
+    )
+
+
 def swe_rl(issue: str, files: Mapping[str, str]) -> str:
     shown = _code_blocks(files)
     return (

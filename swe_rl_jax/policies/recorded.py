@@ -4,7 +4,7 @@ Each line is `{"task_id": ..., "response": "..."}` or `{"task_id": ..., "respons
 several lines may share a task id. A request gets up to n of its task's answers, in file order,
 from its `first` one on.
 `resolve` asks with task ids `<instance_id>/<stage>` (stage: file, function, line, repair,
-reproduction), so a file of recorded answers drives it like a model does (docs/EVAL.md).
+reproduction, regression_selection), so a file of recorded answers drives it like a model does (docs/EVAL.md).
 """
 from __future__ import annotations
 

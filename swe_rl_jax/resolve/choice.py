@@ -7,8 +7,9 @@ from typing import Optional, Sequence
 
 from swe_rl_jax.resolve.candidates import Candidate
 from swe_rl_jax.resolve.selection import RULES, Scored, select
-from swe_rl_jax.resolve.steps import Resolution
-from swe_rl_jax.resolve.verification import Verified
+from swe_rl_jax.data.sources import Instance
+from swe_rl_jax.resolve.steps import Resolution, Steps
+from swe_rl_jax.resolve.verification import Verified, Verifier
 
 
 def scored(candidates: Sequence[Candidate]) -> list[Scored]:
@@ -29,7 +30,16 @@ def apply_verified(res: Resolution, verified: Verified) -> None:
     """Puts the test results on the candidates and the row."""
     for c, failures, passed in zip(res.candidates, verified.regression_failures, verified.reproduction_passed):
         c.regression_failures, c.reproduction_passed = failures, passed
+    if verified.selection_answers is not None:
+        res.responses["regression_selection"] = verified.selection_answers
     res.verified.update(verified.row())
+
+
+def verification_steps(verifier: Verifier, inst: Instance, res: Resolution) -> Steps[Resolution]:
+    """`res` with its verification stage's results: steps the driver runs as it runs the sampling
+    stages, since the stage may ask the policy (the regression selection)."""
+    apply_verified(res, (yield from verifier.steps(inst, res.candidates, res.reproduction_scripts)))
+    return res
 
 
 def choose(res: Resolution, rule: str) -> None:

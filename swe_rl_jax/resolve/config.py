@@ -42,6 +42,10 @@ class ResolveConfig:
     # The reproduction stage (agentless.reproduction_samples > 0); Agentless: 1,024 tokens at 0.8.
     reproduction: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024,
                                                                                 temperature=0.8))
+    # The verification stage's regression selection (verification.regression_selection), when it
+    # differs from `localization`; None: `localization` (greedy, 1,024 tokens by default: Agentless's
+    # select_regression_tests asks for one greedy answer of up to 1,024 tokens).
+    regression_selection: Optional[SamplingParams] = None
     # Stages whose first sample of each prompt is greedy, the others at the stage's temperature
     # (Agentless: repair and reproduction, 1 greedy + the rest at 0.8).
     greedy_first: tuple[str, ...] = ()
@@ -68,6 +72,8 @@ class ResolveConfig:
         require(self.localization.n == 1, "localization.n", "must be 1 (one answer per localization prompt)")
         require(self.line is None or self.line.n == 1, "line.n", "set agentless.location_samples instead")
         require(self.repair.n == 1, "repair.n", "set agentless.num_samples instead (the repair samples per instance)")
+        require(self.regression_selection is None or self.regression_selection.n == 1, "regression_selection.n",
+                "must be 1 (one answer names the tests to leave out)")
         require(self.reproduction.n == 1, "reproduction.n",
                 "set agentless.reproduction_samples instead (the reproduction scripts per instance)")
         unknown = sorted(set(self.greedy_first) - set(STAGES))

@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class StageSampling:
     """How each stage samples: `localization` for file, function and line (`line` for line when
-    set), `repair` for repair, `reproduction` for reproduction (the n of a request is its Ask's).
-    In the stages of
+    set) and for the regression selection (`regression_selection` when set), `repair` for repair,
+    `reproduction` for reproduction (the n of a request is its Ask's). In the stages of
     `greedy_first`, the first sample of each Ask is greedy and the others use the stage's
     temperature (Agentless's 1 greedy + 9 at 0.8 per repair): one Ask becomes two requests, the
     greedy sample `first` and the sampled `first + 1 ..`, so every sample keeps its own seed."""
@@ -45,10 +45,11 @@ class StageSampling:
     reproduction: SamplingParams
     greedy_first: tuple[str, ...] = ()
     line: Optional[SamplingParams] = None  # the line stage's, when not `localization`'s
+    regression_selection: Optional[SamplingParams] = None  # the regression selection's, when not `localization`'s
 
     def params(self, stage: str) -> SamplingParams:
-        return {"repair": self.repair, "reproduction": self.reproduction,
-                "line": self.line or self.localization}.get(stage, self.localization)
+        return {"repair": self.repair, "reproduction": self.reproduction, "line": self.line or self.localization,
+                "regression_selection": self.regression_selection or self.localization}.get(stage, self.localization)
 
     def requests(self, instance_id: str, ask: Ask, seed: int) -> list[PolicyRequest]:
         """The requests of one Ask, whose answers in order are the Ask's."""

@@ -10,6 +10,11 @@ Sources (`regression_tests` in the config):
   as Agentless runs them. This uses gold information (the test patch is part of the reference
   solution), so numbers with it are not those of a system that only sees the issue.
 
+Selection (`regression_selection: true`, Agentless's select_regression_tests): the policy is shown
+the issue and the tests that passed at base, and names those a fix may rightly change;
+`excluded_tests` reads its answer and they are not counted. A named line is a test id exactly as
+listed, or a listed id without its parameters (`path::test_f` for every `path::test_f[...]`).
+
 Counting: a test counts only if it PASSED at the base commit with the no-op patch (XFAIL and SKIPPED
 do not: they cannot regress observably, as Agentless keeps PASSED only). A candidate's regression
 failures are the counted tests that FAILED, ERRORed or are missing from its run, graded as the
@@ -23,6 +28,7 @@ from swe_rl_jax.data.pysource import SourceSyntaxError, imported_modules, module
 from swe_rl_jax.data.skeleton import TEST_DIRS
 from swe_rl_jax.harness.grading import tests_status
 from swe_rl_jax.harness.testlog import PASSED
+from swe_rl_jax.rewards.parsers import answer_region
 
 
 def is_test_module(path: str) -> bool:
@@ -70,3 +76,20 @@ def passing_at_base(statuses: Mapping[str, str]) -> list[str]:
 def regression_failures(base_passing: Sequence[str], statuses: Mapping[str, str]) -> list[str]:
     """The counted tests a candidate's run (`statuses`) fails or does not report."""
     return tests_status([], base_passing, statuses)["PASS_TO_PASS"]["failure"]
+
+
+_BULLETS = ("- ", "* ", "+ ")
+
+
+def excluded_tests(answer: str, tests: Sequence[str]) -> list[str]:
+    """The tests (of `tests`, in their order) the policy's answer names as ones the fix may change
+    (module docstring): the lines of its last fenced block after `</think>` (all its lines when
+    there is no block), each stripped of whitespace, a list bullet and backticks."""
+    named = set()
+    for line in answer_region(answer or "").split("\n"):
+        line = line.strip()
+        if line.startswith(_BULLETS):
+            line = line[2:]
+        named.add(line.strip().strip("`"))
+    named.discard("")
+    return [t for t in tests if t in named or t.split("[", 1)[0] in named]

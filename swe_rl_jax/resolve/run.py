@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, Snapshot, load_instances
 from swe_rl_jax.policies import Policy
-from swe_rl_jax.resolve.choice import apply_verified, choose
+from swe_rl_jax.resolve.choice import choose, verification_steps
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.driver import Counts, StageSampling, resolve_chunk, start
 from swe_rl_jax.resolve.output import Outputs, parse_shard, resume, shard_slice
@@ -128,7 +128,7 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
         out.parent.mkdir(parents=True, exist_ok=True)
         outputs = Outputs(out, trace, name)
         sampling = StageSampling(config.localization, config.repair, config.reproduction, config.greedy_first,
-                                 config.line)
+                                 config.line, config.regression_selection)
         clones = Clones(locator)
         snapshots = _Snapshots(clones)
         verifier = Verifier(config.verification, clones, _cache_path(config, out)) \
@@ -139,10 +139,11 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
                 chunk = pending[first:first + config.chunk]
                 started = [(i.instance_id, start(i, snapshots, config.agentless)) for i in chunk]
                 resolutions = resolve_chunk(started, policy, sampling, config.seed, counts)
+                if verifier is not None:
+                    resolutions = resolve_chunk([(r.instance_id, verification_steps(verifier, i, r)) for i, r in
+                                                 zip(chunk, resolutions)], policy, sampling, config.seed, counts)
                 if verifier is not None or config.selection != "majority":
-                    for inst, res in zip(chunk, resolutions):
-                        if verifier is not None:
-                            apply_verified(res, verifier.verify(inst, res.candidates, res.reproduction_scripts))
+                    for res in resolutions:
                         choose(res, config.selection)
                         tests.add(res)
                 outputs.write(resolutions)

@@ -16,7 +16,7 @@ from swe_rl_jax.data import prompts
 from swe_rl_jax.resolve.candidates import Candidate
 
 Messages = list[dict[str, str]]
-STAGES = ("file", "function", "line", "repair", "reproduction")
+STAGES = ("file", "function", "line", "repair", "reproduction", "regression_selection")
 T = TypeVar("T")
 
 

@@ -12,10 +12,16 @@ Per instance, with `VerificationConfig`:
   (counted tests it fails or does not report, as the harness's statuses say: a run the harness
   stopped reports none, so every counted test fails). Without test files, or with none passing at
   base, nothing is run for the candidates: None (no files) or 0 (nothing to fail).
+- Regression selection (`regression_selection: true`, Agentless's select_regression_tests): after
+  the base run the policy is asked once (`Ask("regression_selection")`: the issue and the tests
+  that passed) which of them a fix may rightly change; those it names (`regression.excluded_tests`)
+  are not counted. An answer the policy did not give excludes nothing.
 - Reproduction (`reproduction: true`): each distinct script (the samples' extracted scripts) runs at
   base; its outcome (`reproduction.parse_outcome`: a run stopped by a limit is "other") decides which
   are kept (`choose_scripts`, `keep_reproduction`); each kept script runs on each distinct candidate,
   which passes it when the outcome is "resolved". Script ids are the scripts' sample indices.
+- `steps` is a generator, as the sampling stages are (resolve/steps.py): it yields the selection
+  question when there is one, so the driver batches the questions of a chunk's instances.
 - Every run goes through the cache (testcache.py) first; what is not there runs in the harness
   (`run_tests`, `run_script`: sandbox, limits, `isolation`), `workers` at a time: first the base
   runs, then the candidates' runs. `test_runs` / `test_seconds` count what was executed now,
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Sequence
 
 from swe_rl_jax.config import require
+from swe_rl_jax.data import prompts
 from swe_rl_jax.data.patches import PatchError
 from swe_rl_jax.data.sources import GitError, GitRepo, Instance
 from swe_rl_jax.harness.defaults import resolve_spec
@@ -44,9 +51,11 @@ from swe_rl_jax.harness.runner import run_script, run_tests
 from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, isolation_mode
 from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for
 from swe_rl_jax.resolve.candidates import Candidate
-from swe_rl_jax.resolve.regression import is_test_module, passing_at_base, regression_failures, related_test_files
+from swe_rl_jax.resolve.regression import (excluded_tests, is_test_module, passing_at_base, regression_failures,
+                                           related_test_files)
 from swe_rl_jax.resolve.repo import Clones
 from swe_rl_jax.resolve.reproduction import Keep, choose_scripts, parse_outcome
+from swe_rl_jax.resolve.steps import Ask, Steps, message
 from swe_rl_jax.resolve.testcache import TestCache, run_key
 
 _OUTPUT_CHARS = 2000  # of a script's output, kept in the cache (the markers are in it)
@@ -56,6 +65,9 @@ _OUTPUT_CHARS = 2000  # of a script's output, kept in the cache (the markers are
 class VerificationConfig:
     regression: bool = False  # run regression tests
     regression_tests: Literal["related", "test_patch_files"] = "related"
+    # With `regression`: the policy names the tests that pass at base which the fix may change;
+    # they are not counted (Agentless's select_regression_tests).
+    regression_selection: bool = False
     reproduction: bool = False  # run the reproduction scripts (the trace row's reproduction_scripts)
     keep_reproduction: Keep = "vote"  # vote (Agentless: one script) | all (Agentless Mini)
     workers: int = 2  # test runs at once
@@ -86,6 +98,7 @@ class Verified:
     reproduction_kept: list[int] = dataclasses.field(default_factory=list)
     reproduction_at_base: list[Optional[str]] = dataclasses.field(default_factory=list)  # outcome per script
     regression_tests: dict[str, Any] = dataclasses.field(default_factory=dict)
+    selection_answers: Optional[list[str]] = None  # the policy's raw answers to the regression selection, if asked
     test_runs: int = 0
     cached_runs: int = 0
     test_seconds: float = 0.0
@@ -211,9 +224,11 @@ class Verifier:
         self.harness = dict(limits=self.limits, install_timeout_s=self.env_options.build_timeout_s,
                             isolation=self.isolation, work_dir=self.work_dir)
 
-    def verify(self, inst: Instance, candidates: Sequence[Candidate], scripts: Sequence[Optional[str]]) -> Verified:
-        """The test results of `inst`'s candidates (module docstring); never raises for a problem of
-        the instance (it is the result's `error`)."""
+    def steps(self, inst: Instance, candidates: Sequence[Candidate],
+              scripts: Sequence[Optional[str]]) -> Steps[Verified]:
+        """The test results of `inst`'s candidates (module docstring), asking the policy the
+        regression selection when it is on; never raises for a problem of the instance (it is the
+        result's `error`)."""
         config = self.config
         out = Verified([None] * len(candidates), [[] for _ in candidates])
         keys = distinct(candidates)
@@ -229,6 +244,7 @@ class Verifier:
             return out
         runs = _Runs(self, inst, repo, commit)
         files: list[str] = []
+        excluded: list[str] = []
         texts = [s if (config.reproduction and s) else None for s in scripts]
         try:
             if config.regression:
@@ -237,6 +253,12 @@ class Verifier:
                 base = pool.submit(runs.tests, "", files) if files else None
                 at_base = [pool.submit(runs.outcome, "", t) if t is not None else None for t in texts]
                 passing = passing_at_base(base.result()["statuses"]) if base is not None else []
+                if config.regression_selection and passing:
+                    answers = yield Ask("regression_selection",
+                                        message(prompts.regression_selection(inst.problem_statement, passing)))
+                    out.selection_answers = list(answers)
+                    excluded = excluded_tests(answers[0] if answers else "", passing)
+                    passing = [t for t in passing if t not in set(excluded)]
                 outcomes = [f.result() if f is not None else None for f in at_base]
                 kept = choose_scripts([t or "" for t in texts], [o or "other" for o in outcomes],
                                       config.keep_reproduction) if config.reproduction else []
@@ -257,7 +279,9 @@ class Verifier:
             out.reproduction_passed[n] = [i for i in kept if resolved[(c.key, i)]]
         if config.regression:
             out.regression_tests = {"source": config.regression_tests, "files": files,
-                                    "passing_at_base": len(passing)}
+                                    "passing_at_base": len(passing) + len(excluded)}
+            if config.regression_selection:
+                out.regression_tests["excluded"] = excluded
         out.reproduction_kept = kept
         out.reproduction_at_base = outcomes if config.reproduction else []
         out.test_runs, out.cached_runs, out.test_seconds = runs.executed, runs.cached, runs.seconds
