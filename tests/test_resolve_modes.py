@@ -10,7 +10,6 @@ from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import load_instances
 from swe_rl_jax.policies.recorded import RecordedPolicy
 from swe_rl_jax.resolve.config import ResolveConfig
-from swe_rl_jax.resolve.driver import StageSampling
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.reproduction import extract_script
 from swe_rl_jax.resolve.run import run_resolve
@@ -366,8 +365,7 @@ def test_the_agentless_preset_states_the_published_settings():
     assert (c.selection, v.regression, v.regression_tests, v.reproduction, v.keep_reproduction) == \
         ("agentless", True, "test_patch_files", True, "vote")
     # select_regression_tests.py: the policy prunes the regression tests, one greedy answer of 1,024 tokens.
-    sel = StageSampling(c.localization, c.repair, c.reproduction, c.greedy_first, c.line,
-                        c.regression_selection).params("regression_selection")
+    sel = c.sampling().params("regression_selection")
     assert v.regression_selection and (sel.temperature, sel.max_new_tokens) == (0.0, 1024)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from swe_rl_jax.data.sources import Instance
 from swe_rl_jax.resolve.candidates import Candidate
 from swe_rl_jax.resolve.selection import RULES, Scored, select
-from swe_rl_jax.data.sources import Instance
 from swe_rl_jax.resolve.steps import Resolution, Steps
 from swe_rl_jax.resolve.verification import Verified, Verifier
 

@@ -10,6 +10,7 @@ from swe_rl_jax.parallel import MeshConfig
 from swe_rl_jax.policies.config import PolicyConfig
 from swe_rl_jax.policies.http import HttpPolicyConfig
 from swe_rl_jax.policy import ModelSource
+from swe_rl_jax.resolve.driver import StageSampling
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.selection import RuleName
 from swe_rl_jax.resolve.steps import STAGES
@@ -79,6 +80,11 @@ class ResolveConfig:
         unknown = sorted(set(self.greedy_first) - set(STAGES))
         require(not unknown, "greedy_first", f"unknown stage(s) {unknown}; stages: {', '.join(STAGES)}")
         require(not (self.endpoint and self.answers), "answers", "give an endpoint or recorded answers, not both")
+
+    def sampling(self) -> StageSampling:
+        """How each stage of the run samples."""
+        return StageSampling(self.localization, self.repair, self.reproduction, self.greedy_first, self.line,
+                             self.regression_selection)
 
     def policy(self) -> PolicyConfig:
         if self.endpoint is not None:

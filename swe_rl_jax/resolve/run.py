@@ -16,7 +16,7 @@ from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, Snapshot,
 from swe_rl_jax.policies import Policy
 from swe_rl_jax.resolve.choice import choose, verification_steps
 from swe_rl_jax.resolve.config import ResolveConfig
-from swe_rl_jax.resolve.driver import Counts, StageSampling, resolve_chunk, start
+from swe_rl_jax.resolve.driver import Counts, resolve_chunk, start
 from swe_rl_jax.resolve.output import Outputs, parse_shard, resume, shard_slice
 from swe_rl_jax.resolve.repo import Clones
 from swe_rl_jax.resolve.steps import Resolution
@@ -127,8 +127,7 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
             policy = make_policy(config.policy(), config.rollout, config.mesh, config.max_prompt_tokens)
         out.parent.mkdir(parents=True, exist_ok=True)
         outputs = Outputs(out, trace, name)
-        sampling = StageSampling(config.localization, config.repair, config.reproduction, config.greedy_first,
-                                 config.line, config.regression_selection)
+        sampling = config.sampling()
         clones = Clones(locator)
         snapshots = _Snapshots(clones)
         verifier = Verifier(config.verification, clones, _cache_path(config, out)) \

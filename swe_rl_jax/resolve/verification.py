@@ -258,7 +258,8 @@ class Verifier:
                                         message(prompts.regression_selection(inst.problem_statement, passing)))
                     out.selection_answers = list(answers)
                     excluded = excluded_tests(answers[0] if answers else "", passing)
-                    passing = [t for t in passing if t not in set(excluded)]
+                    left_out = set(excluded)
+                    passing = [t for t in passing if t not in left_out]
                 outcomes = [f.result() if f is not None else None for f in at_base]
                 kept = choose_scripts([t or "" for t in texts], [o or "other" for o in outcomes],
                                       config.keep_reproduction) if config.reproduction else []
