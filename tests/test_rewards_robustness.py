@@ -1,5 +1,10 @@
 """Totality: any string gets a score in range with JSON-serialisable info, quickly; pathological
-inputs finish within the time limit, and hitting the limit is a reported outcome."""
+inputs finish within the time limit, and hitting the limit is a reported outcome.
+
+The limit is wall-clock (`limits.time_limit`), so on a starved host any input can hit it: CI once
+saw the 10^4-block case, 0.08 s of work, pass 2 s. Where a test claims an input is cheap it
+therefore gives the reward a wall limit no scheduling stall reaches and measures the CPU time the
+process spent, which the host's load does not inflate."""
 import json
 import random
 import time
@@ -15,8 +20,9 @@ from swe_rl_jax.rewards import (
     swe_rl_reward,
 )
 
-LIMIT_S = 2.0
-SLACK_S = 1.0  # scheduling noise on a shared 2-core machine
+LIMIT_S = 2.0  # CPU seconds any reward may spend on any input below
+SLACK_S = 1.0
+STALL_PROOF_LIMIT_S = 120.0
 CTX = {"a.py": "".join(f"line{i}\n" for i in range(1, 201)), "b.py": "x = 1\n"}
 ORACLE = {"a.py": CTX["a.py"].replace("line5\n", "LINE5\n")}
 FILES = ["a.py", "b.py"]
@@ -24,19 +30,27 @@ FUNCS = [("a.py", ""), ("a.py", "f"), ("a.py", "C.m"), ("b.py", "")]
 LINES = [("a.py", n) for n in range(1, 201)]
 
 
-def all_rewards(response: str):
+def all_rewards(response: str, limit_s: float):
     """(name, score, info, allowed minimum) for every reward on one response."""
-    yield "swe_rl", *swe_rl_reward(CTX, ORACLE, response, time_limit_s=LIMIT_S), -1.0
-    yield "swe_rl_discrete", *swe_rl_discrete_reward(CTX, ORACLE, response, time_limit_s=LIMIT_S), -1.0
+    yield "swe_rl", *swe_rl_reward(CTX, ORACLE, response, time_limit_s=limit_s), -1.0
+    yield "swe_rl_discrete", *swe_rl_discrete_reward(CTX, ORACLE, response, time_limit_s=limit_s), -1.0
     for mode in ("lines", "similarity"):
-        yield f"edit_{mode}", *edit_reward(CTX, ORACLE, response, mode=mode, time_limit_s=LIMIT_S), 0.0
+        yield f"edit_{mode}", *edit_reward(CTX, ORACLE, response, mode=mode, time_limit_s=limit_s), 0.0
     for subtask, gold, cands in [("file", ["a.py"], FILES), ("function", [("a.py", "f")], FUNCS),
                                  ("line", [("a.py", 5)], LINES)]:
-        yield subtask, *localization_reward(subtask, response, gold, cands, time_limit_s=LIMIT_S), 0.0
+        yield subtask, *localization_reward(subtask, response, gold, cands, time_limit_s=limit_s), 0.0
 
 
-def check_total(response: str) -> None:
-    for name, score, info, minimum in all_rewards(response):
+def check_total(response: str, limit_s: float) -> None:
+    """Every reward's answer is in range and serialisable; each reward spends under LIMIT_S of CPU."""
+    rewards = all_rewards(response, limit_s)
+    while True:
+        cpu = time.process_time()
+        try:
+            name, score, info, minimum = next(rewards)
+        except StopIteration:
+            return
+        assert time.process_time() - cpu < LIMIT_S, name
         assert isinstance(score, float), name
         assert score == minimum or 0.0 <= score <= 1.0, (name, score, info)
         assert isinstance(info["kind"], str), name
@@ -58,15 +72,7 @@ adversarial = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
 @settings(max_examples=120, deadline=None)
 @given(st.one_of(st.text(max_size=300), adversarial))
 def test_any_string_gets_a_score(response):
-    start = time.perf_counter()
-    check_total(response)
-    assert time.perf_counter() - start < 7 * (LIMIT_S + SLACK_S)
-
-
-def _timed(response: str) -> float:
-    start = time.perf_counter()
-    check_total(response)
-    return time.perf_counter() - start
+    check_total(response, STALL_PROOF_LIMIT_S)
 
 
 def test_pathological_inputs_finish_fast():
@@ -87,18 +93,22 @@ def test_pathological_inputs_finish_fast():
         "many tags": "<think>" * 100000 + "</solution>" * 100000,
     }
     for name, response in cases.items():
-        assert _timed(response) < 7 * (LIMIT_S + SLACK_S), name
+        try:
+            check_total(response, STALL_PROOF_LIMIT_S)
+        except AssertionError as e:
+            raise AssertionError(name) from e
 
 
 def test_ten_thousand_blocks_really_apply():
     toggles = "".join(
         "### a.py\n<<<<<<< SEARCH\nline7\n=======\nLINE7\n>>>>>>> REPLACE\n"
         "### a.py\n<<<<<<< SEARCH\nLINE7\n=======\nline7\n>>>>>>> REPLACE\n" for _ in range(5000))
-    start = time.perf_counter()
-    score, info = swe_rl_reward(CTX, ORACLE, "<think>t</think><solution>```\n" + toggles + "```</solution>")
+    cpu = time.process_time()
+    score, info = swe_rl_reward(CTX, ORACLE, "<think>t</think><solution>```\n" + toggles + "```</solution>",
+                                time_limit_s=STALL_PROOF_LIMIT_S)
     # 10^4 blocks that cancel out: the prediction changes nothing, the oracle one file.
     assert (score, info["n_blocks"]) == (0.0, 10000)
-    assert time.perf_counter() - start < LIMIT_S
+    assert time.process_time() - cpu < LIMIT_S
 
 
 def test_slow_input_hits_the_limit_and_is_reported():
@@ -113,9 +123,10 @@ def test_slow_input_hits_the_limit_and_is_reported():
     response = ("<think>t</think><solution>\n```\n### big.py\n<<<<<<< SEARCH\n" + old.rstrip("\n")
                 + "\n=======\n" + pred.rstrip("\n") + "\n>>>>>>> REPLACE\n```\n</solution>")
     for reward, minimum in [(swe_rl_reward, -1.0), (edit_reward, 0.0)]:
-        start = time.perf_counter()
+        cpu = time.process_time()
         kwargs = {"mode": "similarity"} if reward is edit_reward else {}
         score, info = reward({"big.py": old}, {"big.py": oracle}, response, time_limit_s=0.5, **kwargs)
-        elapsed = time.perf_counter() - start
         assert (score, info["kind"]) == (minimum, "timeout")
-        assert elapsed < 0.5 + SLACK_S
+        # Stopped at the alarm: the work it did is under the wall limit plus slack, where running
+        # on would take over ten seconds of CPU.
+        assert time.process_time() - cpu < 0.5 + SLACK_S
