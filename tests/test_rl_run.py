@@ -67,7 +67,7 @@ def test_resumed_run_continues_identically(setup, capsys):
         assert ma == mb
     # Everything an RL step is expected to log is there.
     for key in ("reward_mean", "reward_std", "reward/file_localization", "kl", "entropy", "clip_frac_high",
-                "clip_frac_low", "response_length", "format_error_rate", "groups_dropped",
+                "clip_frac_low", "response_length", "format_error_rate", "reward_timeout_rate", "groups_dropped",
                 "logp_mismatch_mean", "logp_mismatch_max", "lr", "grad_norm"):
         assert key in a[-1], key
     wa, wb = load_file(str(straight / "hf" / "model.safetensors")), load_file(str(resumed / "hf" / "model.safetensors"))
