@@ -88,8 +88,10 @@ def test_soft_timeout_only_hits_the_slow_sample():
     tasks = [swe_rl_task(1), RewardTask(SLEEPY, {"sleep_s": 30}, ""), swe_rl_task(2),
              RewardTask(SLEEPY, {"sleep_s": 0}, "")]
     start = time.perf_counter()
-    results = score_batch(tasks, num_workers=2, timeout_s=0.5)
-    assert time.perf_counter() - start < 10
+    # Soft limits here are seconds, not tenths: the ordinary samples must come back "ok" even when
+    # a loaded host stalls a worker (CI once stalled a 0.08 s reward past 2 s).
+    results = score_batch(tasks, num_workers=2, timeout_s=2.0)
+    assert time.perf_counter() - start < 12
     assert results[1][0] == -1.0 and results[1][1]["kind"] == "timeout"
     assert results[3] == (1.0, {"kind": "ok"})
     assert [r[1]["kind"] for r in (results[0], results[2])] == ["ok", "ok"]
@@ -99,10 +101,10 @@ def test_soft_timeout_only_hits_the_slow_sample():
 
 def test_hard_deadline_kills_a_stuck_worker_and_the_pool_recovers():
     tasks = [RewardTask(DEAF, {}, ""), *(swe_rl_task(i) for i in range(1, 9))]
-    with RewardPool(2, timeout_s=0.3, grace_s=0.5) as pool:
+    with RewardPool(2, timeout_s=1.5, grace_s=1.0) as pool:
         start = time.perf_counter()
         results = pool.score(tasks)
-        assert time.perf_counter() - start < 10
+        assert time.perf_counter() - start < 12
         assert results[0][0] == -1.0 and results[0][1]["kind"] == "timeout"
         assert "killed" in results[0][1]["reason"]
         assert all(r[1]["kind"] in ("ok", "tag_count") for r in results[1:])
@@ -143,7 +145,7 @@ def test_failures_inside_chunks_requeue_the_rest():
     tasks[20] = RewardTask(DEAF, {}, "")
     tasks[30] = RewardTask("swe_rl", {"code_context": CTX, "oracle_new_content": {}, "f": lambda: 0}, "")
     tasks[41] = RewardTask("swe_rl", {"code_context": CTX, "oracle_new_content": {}, "b": Bomb()}, "")
-    with RewardPool(2, timeout_s=0.5, grace_s=0.5) as pool:
+    with RewardPool(2, timeout_s=1.5, grace_s=0.5) as pool:
         results = pool.score(tasks)
     kinds = {i: results[i][1]["kind"] for i in (7, 20, 30, 41)}
     assert kinds == {7: "internal_error", 20: "timeout", 30: "internal_error", 41: "internal_error"}
