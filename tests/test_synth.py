@@ -85,6 +85,14 @@ def test_each_operator_makes_exactly_the_hand_computed_mutations(operator):
         assert cand.mutation.function in ("clamp", "Acc.add")
 
 
+@pytest.mark.parametrize("operator", OPERATORS)
+def test_lines_keeps_exactly_the_hand_computed_mutations_on_those_lines(operator):
+    lines = {line for line, _ in EXPECTED[operator][::2]}  # every other expected mutation's line
+    got = enumerate_mutations("pkg/mod.py", SOURCE, [operator], lines=lines)
+    want = [_expected_source(line, repl) for line, repl in EXPECTED[operator] if line in lines]
+    assert [c.source for c in got] == want and all(c.mutation.line in lines for c in got)
+
+
 def test_a_mutation_that_leaves_the_ast_unchanged_is_dropped():
     source = "def f():\n    return max(1, 0x1)  # same either way\n"
     dropped = []

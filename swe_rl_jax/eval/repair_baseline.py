@@ -28,7 +28,7 @@ from typing import Iterable, Mapping, Sequence
 
 from swe_rl_jax.data.records import TaskRecord
 from swe_rl_jax.sft.ground_truth import render_edit
-from swe_rl_jax.synth.mutations import OPERATORS, Candidate, enumerate_mutations
+from swe_rl_jax.synth.mutations import OPERATORS, Candidate, canonical_ast, enumerate_mutations
 
 REPAIR_OPERATORS = tuple(op for op in OPERATORS if op != "remove_statement")
 _TOKEN_OPERATORS = frozenset({"compare_op", "binary_op", "bool_op", "invert_condition"})
@@ -45,34 +45,34 @@ def repair_candidates(record: TaskRecord) -> list[tuple[str, Candidate]]:
     shown: Mapping[str, Sequence[Sequence[int]]] = record.context.get("shown", {})
     for path, source in sorted(record.context["code_context"].items()):
         lines = {n for lo, hi in shown.get(path, ()) for n in range(lo, hi + 1)}
-        out += [(path, c) for c in enumerate_mutations(path, source, REPAIR_OPERATORS) if c.mutation.line in lines]
+        out += [(path, c) for c in enumerate_mutations(path, source, REPAIR_OPERATORS, lines=lines)]
     return out
 
 
-def _canonical(source: str) -> str | None:
+def fix_canonical(record: TaskRecord) -> tuple[str, str] | None:
+    """(path, canonical AST) of the merged file, which a candidate equals when it is the fix;
+    None when no candidate can be (a fix touching several files, or one that does not parse)."""
+    oracle = record.ground_truth["oracle_new_content"]
+    if len(oracle) != 1:  # a fix touching several files is never one mutation
+        return None
+    (path, merged), = oracle.items()
     try:
-        return ast.dump(ast.parse(source))
+        return path, canonical_ast(ast.parse(merged))
     except (SyntaxError, ValueError):
         return None
 
 
-def is_fix(record: TaskRecord, path: str, candidate: Candidate) -> bool:
-    """Whether the candidate turns the record's file into the merged one (compared as ASTs)."""
-    oracle = record.ground_truth["oracle_new_content"]
-    if set(oracle) != {path}:  # a fix touching several files is never one mutation
-        return False
-    return _canonical(candidate.source) == _canonical(oracle[path])
-
-
 def fit_kind_precision(records: Iterable[TaskRecord]) -> dict[str, float]:
-    """Per candidate kind, the share of its candidates on `records` that are the record's fix."""
+    """Per candidate kind, the share of its candidates on `records` that are the record's fix
+    (the candidate's file is, as an AST, the merged one)."""
     seen: collections.Counter[str] = collections.Counter()
     right: collections.Counter[str] = collections.Counter()
     for record in records:
+        fix = fix_canonical(record)
         for path, candidate in repair_candidates(record):
             kind = candidate_kind(candidate)
             seen[kind] += 1
-            right[kind] += is_fix(record, path, candidate)
+            right[kind] += fix == (path, candidate.canonical)
     return {kind: right[kind] / seen[kind] for kind in sorted(seen)}
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Container, Iterator, Optional, Sequence
 
 Edit = tuple[int, int, bytes]  # byte offsets [start, end) of the file and the bytes that replace them
 
@@ -346,7 +346,8 @@ OPERATORS: tuple[str, ...] = ("binary_op", "compare_op", "bool_op", "invert_cond
                               "change_constant", "remove_statement", "swap_arguments")
 
 
-def _canonical(tree: ast.AST) -> str:
+def canonical_ast(tree: ast.AST) -> str:
+    """The tree without positions: two sources are the same program exactly when these are equal."""
     return ast.dump(tree, annotate_fields=False, include_attributes=False)
 
 
@@ -358,8 +359,10 @@ class Candidate:
 
 
 def enumerate_mutations(path: str, source: str, operators: Sequence[str] = OPERATORS,
-                        on_drop: Optional[Callable[[str, Mutation], None]] = None) -> list[Candidate]:
-    """Every mutation of `source`'s functions by `operators`, in source order then operator order.
+                        on_drop: Optional[Callable[[str, Mutation], None]] = None,
+                        lines: Optional[Container[int]] = None) -> list[Candidate]:
+    """Every mutation of `source`'s functions by `operators`, in source order then operator order;
+    with `lines`, only those of mutations on these lines (the others are never parsed).
     Mutations that do not parse or leave the AST unchanged are passed to `on_drop(reason, m)`
     ("syntax_error", "no_change") and left out. A file that does not parse has no mutations."""
     unknown = sorted(set(operators) - set(OPERATORS))
@@ -369,17 +372,19 @@ def enumerate_mutations(path: str, source: str, operators: Sequence[str] = OPERA
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    original = _canonical(tree)
+    original = canonical_ast(tree)
     src = _Source(source)
     ops = _Operators(src)
     out: list[Candidate] = []
     for site in _function_sites(tree):
         for name in operators:
             for line, description, edits in getattr(ops, name)(site):
+                if lines is not None and line not in lines:
+                    continue
                 mutation = Mutation(path, site.function, name, line, description, edits)
                 mutated = mutation.apply(source)
                 try:
-                    canonical = _canonical(ast.parse(mutated))
+                    canonical = canonical_ast(ast.parse(mutated))
                 except (SyntaxError, ValueError):
                     if on_drop:
                         on_drop("syntax_error", mutation)
