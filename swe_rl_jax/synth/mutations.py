@@ -362,7 +362,7 @@ def enumerate_mutations(path: str, source: str, operators: Sequence[str] = OPERA
                         on_drop: Optional[Callable[[str, Mutation], None]] = None,
                         lines: Optional[Container[int]] = None) -> list[Candidate]:
     """Every mutation of `source`'s functions by `operators`, in source order then operator order;
-    with `lines`, only those of mutations on these lines (the others are never parsed).
+    with `lines`, only those on these lines (the others are neither applied nor parsed).
     Mutations that do not parse or leave the AST unchanged are passed to `on_drop(reason, m)`
     ("syntax_error", "no_change") and left out. A file that does not parse has no mutations."""
     unknown = sorted(set(operators) - set(OPERATORS))
