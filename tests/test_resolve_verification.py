@@ -199,7 +199,8 @@ def test_bad_scripts_count_as_not_reproducing(repos, options, open_dir, tmp_path
     if NAMESPACES:  # without namespaces a fork bomb has no process limit and writes reach the host
         scripts += [_FORK, _WRITE.format(target=str(target))]
     # A low process limit: RLIMIT_NPROC counts every process of the sandbox user on the machine.
-    config = _config(options, reproduction=True, keep_reproduction="all", timeout_s=4, memory_mb=1024,
+    # 8 s: the hanging script waits it out, and the one that reproduces has it to spare on a loaded host.
+    config = _config(options, reproduction=True, keep_reproduction="all", timeout_s=8, memory_mb=1024,
                      max_processes=64)
     verified = _verify(Verifier(config, Clones(RepoLocator(repos)), tmp_path / "c.jsonl"), INST,
                        [Candidate(0, INST.patch, "g", "")], scripts)
