@@ -106,7 +106,7 @@ def test_a_hanging_test_is_killed_and_the_run_goes_on(repos, options, open_dir):
                  "    if isinstance(value, (int, float)):\n")  # test_to_duration_units calls to_duration(5)
     work = open_dir / "hang"
     # 10 s: the hung run waits it out; the other instance's run must finish within it on a loaded host.
-    quick = dataclasses.replace(options, limits=Limits(timeout_s=10), work_dir=str(work))
+    quick = dataclasses.replace(options, limits=Limits(timeout_s=10, wall_timeout_s=10), work_dir=str(work))
     preds = [{"instance_id": inst.instance_id, "model_patch": hang},
              {"instance_id": "quillsoft__configlet-17", "model_patch": BY_ID["quillsoft__configlet-17"].patch}]
     report, records = _evaluate(preds, repos, quick)
@@ -166,13 +166,21 @@ def test_allocate_past_the_memory_limit():
 """
 
 
-@pytest.mark.parametrize("isolation", ["namespaces", "none"])
+def _skip_unless_available(isolation: str) -> None:
+    from swe_rl_jax.config import ConfigError
+
+    try:
+        isolation_mode(isolation)
+    except ConfigError as e:
+        pytest.skip(f"{isolation} isolation is not available here: {e}")
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "namespaces", "none"])
 def test_isolation_of_writes_network_and_memory(repos, options, tmp_path, isolation):
     """A test that writes outside its worktree or connects to a server on this machine's loopback
-    (the only address a test here may contact) cannot in namespaces mode; in the documented
+    (the only address a test here may contact) cannot in the namespace modes; in the documented
     fallback it can."""
-    if isolation == "namespaces" and isolation_mode("auto") != "namespaces":
-        pytest.skip("namespaces isolation needs root and util-linux unshare (docs/HARNESS.md)")
+    _skip_unless_available(isolation)
     inst = BY_ID["quillsoft__configlet-12"]
     target = tmp_path / "outside" / "escaped.txt"
     target.parent.mkdir()
@@ -190,7 +198,7 @@ def test_isolation_of_writes_network_and_memory(repos, options, tmp_path, isolat
     statuses = {k.split("::")[1]: v for k, v in records["escape"]["test_statuses"].items()}
     assert statuses["test_write_home_and_tmp"] == statuses["test_write_the_worktree_by_relative_paths"] == "PASSED"
     assert statuses["test_allocate_past_the_memory_limit"] == "FAILED"  # MemoryError under RLIMIT_AS
-    if isolation == "namespaces":
+    if isolation != "none":
         assert statuses["test_write_outside_the_worktree"] == "FAILED" and not target.exists()
         assert statuses["test_reach_a_server_on_the_host"] == "FAILED"  # its loopback is not the host's
         assert statuses["test_only_a_loopback_device"] == statuses["test_no_cgroup_v1_cpu_shares"] == "PASSED"
@@ -281,8 +289,9 @@ def test_cli(tmp_path, open_dir, options, capsys):
                           (["--gold", "--out", str(out)], "--instances FILE and --repos DIR are required"),
                           (["--sample", "--predictions", str(tmp_path / "missing.jsonl"), "--out", str(out)],
                            "predictions file not found")]
-    if isolation_mode("auto") == "namespaces":
-        cases.append((["--sample", "--gold", "--out", str(out), "--work-dir", str(tmp_path)], "may not pass through"))
+    if isolation_mode("auto") != "none":  # pytest's tmp_path lies below a 0700 directory
+        cases.append((["--sample", "--gold", "--out", str(out), "--work-dir", str(tmp_path), "--isolation",
+                       "namespaces"], "may not pass through"))
     for argv, message in cases:
         assert evaluate_cmd.main(argv) == 2
         assert message in capsys.readouterr().err
@@ -292,6 +301,11 @@ def test_isolation_fallback_is_detected(monkeypatch):
     from swe_rl_jax.config import ConfigError
     from swe_rl_jax.harness import sandbox
 
+    monkeypatch.setattr(sandbox, "_bwrap_works", lambda: False)  # e.g. bubblewrap not installed
+    if sandbox._namespaces_work():
+        assert sandbox.isolation_mode("auto") == "namespaces"
+    with pytest.raises(ConfigError, match="bubblewrap"):
+        sandbox.isolation_mode("bwrap")
     monkeypatch.setattr(sandbox, "_namespaces_work", lambda: False)  # e.g. not root, no unshare
     assert sandbox.isolation_mode("auto") == "none" and sandbox.isolation_mode("none") == "none"
     with pytest.raises(ConfigError, match="namespaces need root"):
@@ -301,13 +315,13 @@ def test_isolation_fallback_is_detected(monkeypatch):
 _HARNESS_PROCESS = """
 import sys, tempfile
 from pathlib import Path
-from swe_rl_jax.harness.sandbox import Limits, prepare_sandbox, run_isolated
+from swe_rl_jax.harness.sandbox import Limits, View, prepare_sandbox, run_isolated
 sandbox = Path(tempfile.mkdtemp(dir="/tmp"))
 sandbox.chmod(0o755)
-prepare_sandbox(sandbox, "namespaces")
+prepare_sandbox(sandbox, sys.argv[2])
 print("started", flush=True)
-run_isolated(["sleep", sys.argv[1]], cwd=sandbox, sandbox_dir=sandbox, env={"PATH": "/usr/bin:/bin"},
-             limits=Limits(timeout_s=600), isolation="namespaces")
+run_isolated(["sleep", sys.argv[1]], cwd=sandbox, view=View(sandbox), env={"PATH": "/usr/bin:/bin"},
+             limits=Limits(timeout_s=600), isolation=sys.argv[2])
 """
 
 
@@ -323,8 +337,9 @@ def _sleeps(seconds: bytes) -> list[int]:
     return found
 
 
+@pytest.mark.parametrize("isolation", ["bwrap", "namespaces"])
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
-def test_a_killed_harness_leaves_no_run_behind(signal_name):
+def test_a_killed_harness_leaves_no_run_behind(signal_name, isolation):
     """A run outlives nothing: when the process that started it dies without cleaning up (SIGTERM's
     default action, SIGKILL), the sandboxed run dies with it instead of going on past its time
     limit with nobody left to enforce it."""
@@ -333,10 +348,11 @@ def test_a_killed_harness_leaves_no_run_behind(signal_name):
     import sys
     import time
 
-    if isolation_mode("auto") != "namespaces":
-        pytest.skip("namespaces isolation needs root and util-linux unshare (docs/HARNESS.md)")
-    marker = f"{os.getpid() % 1000 + 300}.{signal_name == 'SIGTERM' and 1 or 2}"  # a sleep nobody else runs
-    harness = subprocess.Popen([sys.executable, "-c", _HARNESS_PROCESS, marker], stdout=subprocess.PIPE, text=True)
+    _skip_unless_available(isolation)
+    # a sleep nobody else runs
+    marker = f"{os.getpid() % 1000 + 300}.{signal_name == 'SIGTERM' and 1 or 2}{isolation == 'bwrap' and 1 or 2}"
+    harness = subprocess.Popen([sys.executable, "-c", _HARNESS_PROCESS, marker, isolation], stdout=subprocess.PIPE,
+                               text=True)
     try:
         assert harness.stdout.readline().strip() == "started"
         deadline = time.monotonic() + 30

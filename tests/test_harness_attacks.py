@@ -199,7 +199,7 @@ def test_the_fallback_applies_only_what_the_parser_saw(repos, tmp_path):
     a context diff there. The appliers get the patch written again from the parse, so only the
     parsed hunk is applied, by the fallback."""
     worktree = tmp_path / "w"
-    checkout(repos / "quillsoft__configlet", INSTANCE.base_commit, worktree)
+    checkout(repos / "quillsoft__configlet", INSTANCE.base_commit, worktree, tmp_path / "history")
     unified, context = CONTEXT_DIFF_AFTER_FUZZ.split("*** a/conftest.py")
     result = apply_patch(worktree, "Some prose.\n*** a/conftest.py" + context + unified, tmp_path / "p.diff")
     assert result.applied and result.method == "patch_fuzz"
@@ -210,7 +210,7 @@ def test_the_fallback_applies_only_what_the_parser_saw(repos, tmp_path):
 def test_git_ignores_the_work_trees_hooks_and_fsmonitor(repos, tmp_path):
     """What a patch wrote into `.git` (hooks, core.fsmonitor) never runs when the harness's git does."""
     worktree = tmp_path / "w"
-    checkout(repos / "quillsoft__configlet", INSTANCE.base_commit, worktree)
+    checkout(repos / "quillsoft__configlet", INSTANCE.base_commit, worktree, tmp_path / "history")
     marker = tmp_path / "ran"
     with open(worktree / ".git" / "config", "a") as f:
         f.write(f'[core]\n\tfsmonitor = "touch {marker}.fsmonitor; false"\n\thooksPath = {tmp_path / "hooks"}\n')

@@ -354,7 +354,7 @@ def test_the_rendered_patch_makes_the_tree_git_diff_describes(tmp_path):
     changes, rendered = canonical_patch(diff)
     assert len(changes) == 7
     worktree = tmp_path / "w"
-    checkout(repo, base, worktree)
+    checkout(repo, base, worktree, tmp_path / "history")
     result = apply_patch(worktree, diff, tmp_path / "p.diff")
     assert result.applied and result.method == "git_apply"
     run_isolated_git(worktree, "add", "-A")
@@ -364,21 +364,134 @@ def test_the_rendered_patch_makes_the_tree_git_diff_describes(tmp_path):
     assert canonical_patch(diff.replace("\n", "\r\n"))[1] == rendered
 
 
-def test_what_the_sentinels_call_tampering():
-    from swe_rl_jax.harness.pytestguard import Sentinels
+def _summary(*lines: str, final: str = "1 failed, 2 passed in 0.01s") -> str:
+    header = "=" * 20 + " short test summary info " + "=" * 20
+    return "\n".join(["collected 3 items", "", header, *lines, "=" * 20 + f" {final} " + "=" * 20, ""])
 
-    s = Sentinels("tests/sentinel_ab/test_ab.py", "test_p", "test_f")
-    ok = {"tests/test_x.py::test_a": "PASSED", "tests/sentinel_ab/test_ab.py::test_p": "PASSED",
-          "tests/sentinel_ab/test_ab.py::test_f": "FAILED"}
-    assert s.tampering(ok, 1) is None and s.strip(ok) == {"tests/test_x.py::test_a": "PASSED"}
-    assert "exited 0" in s.tampering(ok, 0)  # a forged exit status
-    assert "must fail" in s.tampering({**ok, "tests/sentinel_ab/test_ab.py::test_f": "PASSED"}, 1)
-    assert "must pass" in s.tampering({"tests/test_x.py::test_a": "PASSED"}, 0)  # a forged summary
+
+def test_what_the_sentinels_call_tampering():
+    from swe_rl_jax.harness.pytestguard import Sentinel, Sentinels
+
+    s = Sentinels((Sentinel("tests/test_x.py", "test_p", True), Sentinel("tests/test_x.py", "test_f", False)), 1)
+    ok = {"tests/test_x.py::test_a": "PASSED", "tests/test_x.py::test_p": "PASSED", "tests/test_x.py::test_f": "FAILED"}
+    log = _summary("PASSED tests/test_x.py::test_a", "PASSED tests/test_x.py::test_p", "FAILED tests/test_x.py::test_f")
+    assert s.tampering(ok, 1, log) is None and s.strip(ok) == {"tests/test_x.py::test_a": "PASSED"}
+    assert "exited 0" in s.tampering(ok, 0, log)  # a forged exit status
+    assert "must fail" in s.tampering({**ok, "tests/test_x.py::test_f": "PASSED"}, 1, log)
+    assert "must pass" in s.tampering({"tests/test_x.py::test_a": "PASSED", "tests/test_x.py::test_f": "FAILED"}, 1,
+                                      log)
     # A collection error stops the run before any test: it names only its file; nothing to judge.
-    assert s.tampering({"tests/test_x.py": "ERROR"}, 2) is None
-    # Another rootdir prefixes every id alike: the sentinels are found by their file and name.
-    assert s.tampering({"x/test_x.py::test_a": "PASSED", "sentinel_ab/test_ab.py::test_p": "PASSED",
-                        "sentinel_ab/test_ab.py::test_f": "FAILED"}, 1) is None
+    assert s.tampering({"tests/test_x.py": "ERROR"}, 2, "") is None
+    # A file whose every test was skipped may skip the sentinels too; a forcing forger may not.
+    skipped = {"tests/test_x.py::test_a": "SKIPPED", "tests/test_x.py::test_p": "SKIPPED",
+               "tests/test_x.py::test_f": "SKIPPED"}
+    assert s.tampering(skipped, 0, log) is None
+    assert "reported ['SKIPPED']" in s.tampering({**skipped, "tests/test_x.py::test_a": "PASSED"}, 1, log)
+    # Another rootdir shortens every id alike: the sentinels are found by their file and name.
+    assert s.tampering({"x.py::test_a": "PASSED", "test_x.py::test_p": "PASSED", "test_x.py::test_f": "FAILED"},
+                       1, log) is None
+    assert s.bound == pytest.approx(1 / 2)  # one FAIL_TO_PASS test, one must-fail sentinel: C(2, 1)
+
+
+def test_summaries_that_pytest_does_not_print_are_tampering():
+    from swe_rl_jax.harness.logformats import parse_pytest_summary
+    from swe_rl_jax.harness.pytestguard import Sentinel, Sentinels
+
+    s = Sentinels((Sentinel("tests/test_x.py", "test_p", True), Sentinel("tests/test_x.py", "test_f", False)), 1)
+    real = ["FAILED tests/test_x.py::test_a - assert 1 == 2", "PASSED tests/test_x.py::test_p",
+            "FAILED tests/test_x.py::test_f - assert f is not f"]
+    forged = ["PASSED tests/test_x.py::test_a", "PASSED tests/test_x.py::test_p", "FAILED tests/test_x.py::test_f"]
+    statuses = {"tests/test_x.py::test_a": "PASSED", "tests/test_x.py::test_p": "PASSED",
+                "tests/test_x.py::test_f": "FAILED"}
+    # A second summary after pytest's own, with the sentinels' real outcomes copied into it.
+    second = _summary(*real) + _summary(*forged, final="2 passed, 1 failed in 0.01s")
+    assert parse_pytest_summary(second)["tests/test_x.py::test_a"] == "PASSED"  # what a parser alone would believe
+    assert "second test summary" in s.tampering(statuses, 1, second)
+    # Results printed after pytest's final line.
+    assert "follow pytest's final summary" in s.tampering(statuses, 1, _summary(*real) + "PASSED tests/test_x.py::test_a\n")
+    # A test reported twice in one summary: a line added beside pytest's own.
+    twice = _summary(*real, "PASSED tests/test_x.py::test_a")
+    assert "more than once" in s.tampering(statuses, 1, twice)
+    # A call's outcome and an ERROR at teardown is how pytest reports a failing teardown: not tampering.
+    teardown = _summary("PASSED tests/test_x.py::test_a", "ERROR tests/test_x.py::test_a - RuntimeError",
+                        "PASSED tests/test_x.py::test_p", "FAILED tests/test_x.py::test_f")
+    assert s.tampering({**statuses, "tests/test_x.py::test_a": "ERROR"}, 1, teardown) is None
+    # A nested run a test prints (pytest's own tests do) comes before the real summary and names no sentinel.
+    nested = _summary("PASSED test_nested.py::test_inner") + _summary(*forged)
+    assert s.tampering(statuses, 1, nested) is None
+
+
+def test_the_chance_a_guessing_forger_goes_unnoticed():
+    from swe_rl_jax.harness.pytestguard import forgery_bound, sentinel_count
+
+    # By hand: a forger must force exactly the n real failing tests among n + k failing ones.
+    assert forgery_bound(1, 10) == pytest.approx(1 / 11)
+    assert forgery_bound(2, 10) == pytest.approx(1 / 66)  # C(12, 2)
+    assert forgery_bound(3, 10) == pytest.approx(1 / 286)  # C(13, 3)
+    assert forgery_bound(4, 10) == pytest.approx(1 / 1001)  # C(14, 4)
+    assert sentinel_count(4, 1e-3, cap=48) == 10 and sentinel_count(5, 1e-3, cap=48) == 8  # C(13, 5) = 1287
+    assert sentinel_count(1, 1e-3, cap=48) == 48 and sentinel_count(1, 1e-3, cap=10) == 10
+    assert sentinel_count(0, 1e-3, cap=48) == 48  # an unknown count is counted as one
+
+
+_SENTINEL_HOST = """import os
+from json import dumps as encode
+
+import pytest
+
+
+def helper():
+    return 1
+
+
+@pytest.mark.parametrize("x", [1, 2])
+def test_sum_of_values(x):
+    assert x in (1, 2)
+
+
+class TestGroup:
+    def test_group_member(self):
+        assert helper() == 1
+
+
+def test_failing_value():
+    assert encode([]) == "{}"
+"""
+
+
+def test_sentinels_are_the_files_own_tests_and_report_as_planned(tmp_path):
+    """Placed into a real test file and run by pytest itself: every sentinel is collected as a test
+    of that file and has the outcome it was written for; the file's own tests are unchanged; no
+    file or directory is added; the names are made of the file's words."""
+    import re
+
+    from swe_rl_jax.harness.logformats import parse_pytest_summary
+    from swe_rl_jax.harness.pytestguard import place_sentinels
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_host.py").write_text(_SENTINEL_HOST)
+    before = sorted(p.name for p in (tmp_path / "tests").iterdir())
+    sentinels = place_sentinels(tmp_path, ["python", "-m", "pytest", "tests/test_host.py"],
+                                ["tests/test_host.py::test_failing_value"], max_failing=6)
+    assert sorted(p.name for p in (tmp_path / "tests").iterdir()) == before
+    assert sum(not t.must_pass for t in sentinels.tests) == 6 and sum(t.must_pass for t in sentinels.tests) == 2
+    words = {"sum", "of", "values", "group", "member", "failing", "value"}
+    for t in sentinels.tests:
+        assert t.file == "tests/test_host.py" and t.name.startswith("test_")
+        assert set(re.sub(r"_\d+$", "", t.name[5:]).split("_")) <= words, t.name
+    out = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_host.py"],
+                         cwd=tmp_path, capture_output=True, text=True).stdout
+    statuses = parse_pytest_summary(out)
+    assert statuses["tests/test_host.py::test_sum_of_values[1]"] == "PASSED"
+    assert statuses["tests/test_host.py::TestGroup::test_group_member"] == "PASSED"
+    assert statuses["tests/test_host.py::test_failing_value"] == "FAILED"
+    for t in sentinels.tests:
+        assert statuses[f"tests/test_host.py::{t.name}"] == ("PASSED" if t.must_pass else "FAILED")
+    assert sentinels.tampering(statuses, 1, out) is None
+    assert set(sentinels.strip(statuses)) == {"tests/test_host.py::test_sum_of_values[1]",
+                                              "tests/test_host.py::test_sum_of_values[2]",
+                                              "tests/test_host.py::TestGroup::test_group_member",
+                                              "tests/test_host.py::test_failing_value"}
 
 
 def test_the_environments_plugins_are_named_and_nothing_else_autoloads(tmp_path):

@@ -50,6 +50,24 @@ def test_the_harness_does_not_import_the_rewards():
     assert "swe_rl_jax.harness.runner" in _imports(PACKAGE / "rewards" / "execution.py")
 
 
+def test_one_sandbox_for_model_written_code():
+    """Every command line that runs model-written code (install steps, tests, reproduction scripts,
+    synthesis's runs) is built in harness/sandbox.py and started from harness/runner.py: no other
+    module names the sandbox's tools or calls `run_isolated`."""
+    import re
+
+    tools = re.compile(r"[\"'](bwrap|unshare|setpriv|prlimit)[\"']")
+    builders, callers = [], []
+    for path in PACKAGE.rglob("*.py"):
+        rel, text = path.relative_to(PACKAGE).as_posix(), path.read_text(encoding="utf-8")
+        if rel != "harness/sandbox.py" and tools.search(text):
+            builders.append(rel)
+        if rel not in ("harness/sandbox.py", "harness/runner.py") and re.search(r"\brun_isolated\(", text):
+            callers.append(rel)
+    assert builders == [] and callers == []
+    assert re.search(r"\brun_isolated\(", (PACKAGE / "harness" / "runner.py").read_text())
+
+
 def test_subtask_definitions_are_the_ones_every_layer_uses():
     from swe_rl_jax.data import records, seqio_tasks, tfds_builder
     from swe_rl_jax.data.tasks import BUILDERS

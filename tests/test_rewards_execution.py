@@ -127,7 +127,8 @@ def test_an_answer_adding_a_conftest_that_forces_passes_scores_nothing(setup, tm
 def test_attacks_from_the_package_under_test_score_nothing(setup, tmp_path):
     """Issue 36 through the reward: library code that calls `pytest.xfail()` where it raised
     (0; 1 under the official rule, `xfail_passes`), library code that registers a forcing plugin
-    in pytest's memory (0, `tampered`), and an edit of a path no file system takes (−1, `invalid_path`)."""
+    in pytest's memory (−1, `tampered`: a forger caught loses, issue 45), and an edit of a path no
+    file system takes (−1, `invalid_path`)."""
     from test_harness_attacks import REGISTER_IN_MEMORY
 
     root, config = setup
@@ -146,9 +147,9 @@ def test_attacks_from_the_package_under_test_score_nothing(setup, tmp_path):
     tasks = [reward_task(record, answer, {"swe_rl": "tests_pass"}, meta) for answer in answers.values()]
     tasks.append(reward_task(record, answers["xfail"], {"swe_rl": "tests_pass"}, official))
     results = score_batch(tasks, num_workers=2, timeout_s=60)
-    assert [s for s, _ in results] == [0.0, 0.0, -1.0, 1.0], results
+    assert [s for s, _ in results] == [0.0, -1.0, -1.0, 1.0], results
     assert results[0][1]["error"] is None and results[0][1]["passed"] == 2  # the two PASS_TO_PASS tests
-    assert results[1][1]["error"] == "tampered"
+    assert results[1][1]["error"] == "tampered" and results[1][1]["kind"] == "tampered"
     assert results[2][1]["kind"] == "invalid_path" and results[2][1]["error"] == "invalid_path"
 
 

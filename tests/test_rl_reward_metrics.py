@@ -14,6 +14,9 @@ def test_rates_and_components_by_hand():
     infos = [{"kind": "ok"}, {"kind": "timeout"}, {"kind": "no_blocks"}, {"kind": "ok"}]
     metrics = reward_metrics(payloads, rewards, infos)
     assert metrics["reward_timeout_rate"] == pytest.approx(1 / 4)
+    assert metrics["tampered_rate"] == 0.0
+    caught = reward_metrics(payloads, rewards, [*infos[:3], {"kind": "tampered"}])
+    assert caught["tampered_rate"] == pytest.approx(1 / 4) and caught["format_error_rate"] == pytest.approx(3 / 4)
     assert metrics["format_error_rate"] == pytest.approx(2 / 4)  # a timeout is not well-formed either
     assert metrics["reward/file_localization"] == pytest.approx(0.5)
     assert metrics["reward/edit_generation"] == pytest.approx(-0.25)

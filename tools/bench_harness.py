@@ -5,17 +5,24 @@ instances at a time, in one run:
 - cold: an empty environment cache (the virtualenv is built first; pip's own download cache is
   left as it is, so the build does not measure the network);
 - cached: the same cache again (`--repeats` runs, the median);
-- cached without the sandbox (`isolation=none`): what the namespaces, overlays and the drop to
+- cached without the sandbox (`isolation=none`): what the sandbox, overlays and the drop to
   nobody cost;
-- cached with one worker.
-Usage: python tools/bench_harness.py [--workers 2] [--repeats 3]
+- cached with one worker;
+- with `--before REV`: the harness of another commit (a `git worktree` of REV) on the same
+  clones and environment cache, one worker and `--workers`, its runs interleaved with this
+  commit's (before, after, before, ...) so that a drift of the machine's load hits both alike;
+  each evaluation runs in a process of its own for both sides.
+Usage: python tools/bench_harness.py [--workers 2] [--repeats 3] [--before REV]
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +30,26 @@ from pathlib import Path
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.harness import EnvironmentOptions, HarnessOptions, evaluate_predictions, isolation_mode, load_specs
+
+ROOT = Path(__file__).resolve().parents[1]
+# One evaluation of the sample's gold patches by the package on PYTHONPATH, through the API both
+# sides share; prints its seconds.
+_MEASURE = """
+import json, sys, time
+from pathlib import Path
+from swe_rl_jax.data.sources import RepoLocator, load_instances
+from swe_rl_jax.harness import EnvironmentOptions, HarnessOptions, evaluate_predictions, load_specs
+sample, repos, envs, work, workers = sys.argv[1:6]
+instances = load_instances(Path(sample) / "instances.jsonl")
+predictions = [{"instance_id": i.instance_id, "model_patch": i.patch} for i in instances]
+options = HarnessOptions(workers=int(workers), env=EnvironmentOptions(cache_dir=envs), work_dir=work)
+start = time.perf_counter()
+report = evaluate_predictions(predictions, instances, RepoLocator(repos), load_specs(Path(sample) / "specs.json"),
+                              options)
+seconds = time.perf_counter() - start
+assert report["summary"]["resolved"] == len(instances), report["summary"]
+print(json.dumps({"seconds": seconds, "isolation": report["summary"]["isolation"]}))
+"""
 
 
 def timed(predictions, instances, locator, specs, options) -> float:
@@ -33,10 +60,41 @@ def timed(predictions, instances, locator, specs, options) -> float:
     return seconds
 
 
+def measure(code: Path, root: Path, workers: int) -> tuple[float, str]:
+    """One evaluation by the package in `code`, in a process of its own: (seconds, isolation)."""
+    out = subprocess.run([sys.executable, "-c", _MEASURE, str(SAMPLE_DIR), str(root / "repos"), str(root / "envs"),
+                          str(root / "work"), str(workers)], env={**os.environ, "PYTHONPATH": str(code)},
+                         capture_output=True, text=True, check=True).stdout
+    row = json.loads(out.strip().splitlines()[-1])
+    return row["seconds"], row["isolation"]
+
+
+def before_and_after(root: Path, rev: str, workers: int, repeats: int) -> list[tuple[str, str, int, float]]:
+    """This commit's harness and REV's, interleaved (module docstring)."""
+    tree = root / "before"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), rev], check=True)
+    try:
+        rows = []
+        for n in sorted({1, workers}):
+            times: dict[str, list[float]] = {"before": [], "after": []}
+            modes = {}
+            for _ in range(repeats):
+                for side, code in (("before", tree), ("after", ROOT)):
+                    seconds, modes[side] = measure(code, root, n)
+                    times[side].append(seconds)
+            for side in ("before", "after"):
+                rows.append((f"cached, {side} ({rev if side == 'before' else 'this commit'})", modes[side], n,
+                             statistics.median(times[side])))
+        return rows
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--before", metavar="REV", help="also measure the harness of this commit, interleaved")
     args = parser.parse_args()
     instances = load_instances(SAMPLE_DIR / "instances.jsonl")
     predictions = [{"instance_id": i.instance_id, "model_patch": i.patch} for i in instances]
@@ -60,6 +118,7 @@ def main() -> None:
         rows.append(("cached, one worker", mode, 1, statistics.median(
             timed(predictions, instances, locator, specs, dataclasses.replace(options, workers=1))
             for _ in range(args.repeats))))
+        compared = before_and_after(root, args.before, args.workers, args.repeats) if args.before else []
     print(f"{len(instances)} instances, gold patches, {os.cpu_count()} cores, isolation auto = "
           f"{isolation_mode('auto')}\n")
     print("| run | isolation | workers | seconds | instances / min | time vs cached |")
@@ -67,6 +126,13 @@ def main() -> None:
     for name, isolation, workers, seconds in rows:
         print(f"| {name} | {isolation} | {workers} | {seconds:.2f} | {60 * len(instances) / seconds:.0f} | "
               f"{seconds / cached:.2f}x |")
+    if compared:
+        print("\n| run | isolation | workers | seconds | s per instance | after / before |")
+        print("|---|---|---|---|---|---|")
+        for i, (name, isolation, workers, seconds) in enumerate(compared):
+            ratio = f"{seconds / compared[i - 1][3]:.2f}x" if i % 2 else ""
+            print(f"| {name} | {isolation} | {workers} | {seconds:.2f} | {seconds * workers / len(instances):.3f} | "
+                  f"{ratio} |")
 
 
 if __name__ == "__main__":

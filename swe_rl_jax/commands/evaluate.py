@@ -2,7 +2,7 @@
 
     python -m swe_rl_jax.cli evaluate --predictions preds.jsonl --instances FILE --repos DIR --out DIR
         [--specs FILE] [--workers 2] [--timeout 300] [--memory-mb 4096] [--env-cache DIR]
-        [--index-url URL] [--isolation auto|namespaces|none] [--work-dir DIR] [--keep-worktrees]
+        [--index-url URL] [--isolation auto|bwrap|namespaces|none] [--work-dir DIR] [--keep-worktrees]
     python -m swe_rl_jax.cli evaluate --sample --gold --out DIR     # the shipped sample's own patches
 
 `--gold` evaluates each instance's own `patch` instead of predictions (the instance set's check).

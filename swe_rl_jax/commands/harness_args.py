@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from swe_rl_jax.harness import EnvironmentOptions, HarnessOptions, Limits
+from swe_rl_jax.harness.sandbox import ISOLATION_MODES
 
 
 def add_harness_arguments(p: argparse.ArgumentParser, defaults: HarnessOptions = HarnessOptions()) -> None:
@@ -12,19 +13,25 @@ def add_harness_arguments(p: argparse.ArgumentParser, defaults: HarnessOptions =
     env = defaults.env
     g.add_argument("--workers", type=int, default=defaults.workers, help="test runs at once (%(default)s)")
     g.add_argument("--timeout", type=float, default=defaults.limits.timeout_s,
-                   help="seconds per test run (%(default)s)")
+                   help="CPU seconds per test run, all its processes together (%(default)s; a run is also "
+                        "killed after 3x as many seconds of wall clock)")
     g.add_argument("--memory-mb", type=int, default=defaults.limits.memory_mb,
                    help="address space per process (%(default)s)")
     g.add_argument("--env-cache", default=env.cache_dir, metavar="DIR",
-                   help="virtualenv cache (default: $SWE_RL_JAX_ENV_CACHE or ~/.cache/swe_rl_jax/envs)")
+                   help="cache of virtualenvs and base-commit histories (DIR/histories/; default: "
+                        "$SWE_RL_JAX_ENV_CACHE or ~/.cache/swe_rl_jax/envs)")
     g.add_argument("--index-url", default=env.index_url, help="pip --index-url (default: pip's configuration)")
-    g.add_argument("--isolation", default=defaults.isolation, choices=("auto", "namespaces", "none"),
-                   help="sandbox mode (%(default)s: namespaces where the machine allows)")
+    g.add_argument("--isolation", default=defaults.isolation, choices=ISOLATION_MODES,
+                   help="sandbox mode (%(default)s: bwrap, else namespaces, where the machine allows)")
     g.add_argument("--work-dir", default=defaults.work_dir, metavar="DIR", help="where worktrees are made")
     g.add_argument("--keep-worktrees", action="store_true", help="leave each run's worktree for inspection")
+    g.add_argument("--max-failing-sentinels", type=int, default=defaults.max_failing_sentinels, metavar="K",
+                   help="must-fail sentinel tests per pytest run at most (%(default)s; more: a smaller chance that a "
+                        "forger goes unnoticed, ~8 ms each; docs/HARNESS.md)")
 
 
 def harness_options(args: argparse.Namespace) -> HarnessOptions:
     return HarnessOptions(workers=args.workers, limits=Limits(timeout_s=args.timeout, memory_mb=args.memory_mb),
                           env=EnvironmentOptions(cache_dir=args.env_cache, index_url=args.index_url),
-                          isolation=args.isolation, work_dir=args.work_dir, keep_worktrees=args.keep_worktrees)
+                          isolation=args.isolation, work_dir=args.work_dir, keep_worktrees=args.keep_worktrees,
+                          max_failing_sentinels=args.max_failing_sentinels)

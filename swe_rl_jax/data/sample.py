@@ -25,13 +25,10 @@ def _split_identity(identity: str) -> tuple[str, str]:
     return name, email.rstrip(">")
 
 
-def run_isolated_git(repo: Path, *args: str, identity: str = DEFAULT_AUTHOR, date: str = DEFAULT_DATE,
-                     index_file: str = "", stdin: str | None = None) -> str:
-    """git without any system or user configuration (no signing, hooks, autocrlf, templates),
-    with a fixed identity and date: the same inputs give the same commit ids everywhere.
-    `index_file`: an index other than the repository's own (GIT_INDEX_FILE); `stdin`: git's input."""
+def isolated_git_env(repo: Path, identity: str = DEFAULT_AUTHOR, date: str = DEFAULT_DATE) -> dict[str, str]:
+    """The whole environment of `run_isolated_git`: no system or user configuration, a fixed identity."""
     name, email = _split_identity(identity)
-    env = {
+    return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(repo),
         "GIT_CONFIG_NOSYSTEM": "1",
@@ -40,6 +37,14 @@ def run_isolated_git(repo: Path, *args: str, identity: str = DEFAULT_AUTHOR, dat
         "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date,
         "LC_ALL": "C",
     }
+
+
+def run_isolated_git(repo: Path, *args: str, identity: str = DEFAULT_AUTHOR, date: str = DEFAULT_DATE,
+                     index_file: str = "", stdin: str | None = None) -> str:
+    """git without any system or user configuration (no signing, hooks, autocrlf, templates),
+    with a fixed identity and date: the same inputs give the same commit ids everywhere.
+    `index_file`: an index other than the repository's own (GIT_INDEX_FILE); `stdin`: git's input."""
+    env = isolated_git_env(repo, identity, date)
     if index_file:
         env["GIT_INDEX_FILE"] = index_file
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, encoding="utf-8", env=env,

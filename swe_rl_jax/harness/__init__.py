@@ -2,13 +2,16 @@
 
 Building blocks, one concern each: `specs` (what an instance's tests need; the built-in table
 `spec_table.json`), `defaults` (the environment of a repository no spec names), `environments`
-(cached virtualenvs, per-run overlays), `checkout` (a fresh worktree; git a work tree cannot
-configure), `patchform` (the one reading of a patch, written again for the appliers), `patching`
-(git apply, --3way, then patch --fuzz; dangerous paths refused), `integrity` (the allowlist of
-what a patch may change), `directives` (what the test command gets), `pytestguard` (plugin
-autoload off, sentinel tests against tampering), `sandbox` (limits, no network, read-only host),
-`testlog` (statuses), `logformats` (pytest, django, sympy logs), `grading` (the official rules),
-`runner` (one test run: the Python API), `evaluation` (predictions → report).
+(cached virtualenvs, per-run overlays), `checkout` (a fresh worktree whose history ends at the
+base commit; git a work tree cannot configure), `patchform` (the one reading of a patch, written
+again for the appliers), `patching` (git apply, --3way, then patch --fuzz; dangerous paths
+refused), `integrity` (the allowlist of what a patch, and an install step, may change),
+`treestate` (a tree's state, read without following links), `directives` (what the test command
+gets), `pytestguard` (plugin autoload off, sentinel tests hidden among the instance's, forged
+summaries), `sandbox` (the one sandbox for model-written code: bubblewrap's minimal view,
+limits in CPU time, no network), `testlog` (statuses), `logformats` (pytest, django, sympy
+logs), `grading` (the official rules), `runner` (one test run: the Python API), `evaluation`
+(predictions → report).
 """
 from swe_rl_jax.harness.environments import (
     Environment,

@@ -67,6 +67,10 @@ class EnvironmentOptions:
     def root(self) -> Path:
         return Path(self.cache_dir or default_cache_dir())
 
+    def history_root(self) -> Path:
+        """Where the base commits' history stores are kept (harness/checkout.py), beside the environments."""
+        return self.root() / "histories"
+
 
 class EnvironmentBuildError(RuntimeError):
     """Creating the virtualenv or installing its requirements failed (message: the tool's output)."""
@@ -101,6 +105,11 @@ class Environment:
             if candidate and os.path.isfile(candidate):
                 return candidate
         raise EnvironmentBuildError(f"{self.path}: pyvenv.cfg names no interpreter that exists")
+
+    def interpreter_prefix(self) -> Path:
+        """The installation the base interpreter belongs to (its standard library and shared
+        libraries), which a sandbox must be able to read to run the environment's `python`."""
+        return Path(os.path.realpath(self.base_interpreter())).parents[1]
 
 
 def _pyenv_root() -> Path:

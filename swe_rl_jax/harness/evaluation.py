@@ -37,6 +37,7 @@ from swe_rl_jax.data.sources import GitError, GitRepo, InputError, Instance, Rep
 from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import EnvironmentBuildError, EnvironmentOptions, ensure_environment
 from swe_rl_jax.harness.grading import NO, RESOLUTION_STATUSES, FULL, resolution_status, tests_status, xfail_outcomes
+from swe_rl_jax.harness.pytestguard import MAX_FAILING_SENTINELS
 from swe_rl_jax.harness.runner import TestRun, run_tests
 from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, isolation_mode
 from swe_rl_jax.harness.specs import RepoSpec, spec_for
@@ -59,9 +60,11 @@ class HarnessOptions:
     isolation: Isolation = "auto"
     work_dir: str = ""  # where worktrees are made ("" = the system's temporary directory)
     keep_worktrees: bool = False
+    max_failing_sentinels: int = MAX_FAILING_SENTINELS  # per pytest run (harness/pytestguard.py)
 
     def __post_init__(self) -> None:
         require(self.workers >= 1, "workers", "must be >= 1")
+        require(self.max_failing_sentinels >= 1, "max_failing_sentinels", "must be >= 1")
 
 
 def load_predictions(path: str | Path) -> list[dict[str, Any]]:
@@ -83,8 +86,8 @@ def load_predictions(path: str | Path) -> list[dict[str, Any]]:
 def _record(instance_id: str, patch: str, **fields: Any) -> dict[str, Any]:
     record = {"instance_id": instance_id, "patch_exists": bool(patch.strip()), "patch_applied": False,
               "apply_method": None, "resolved": False, "resolution_status": NO, "error": None, "message": "",
-              "tests_status": {}, "test_statuses": {}, "xfail": {}, "reset_files": [], "seconds": 0.0,
-              "environment": None}
+              "tests_status": {}, "test_statuses": {}, "xfail": {}, "reset_files": [], "forgery_bound": None,
+              "seconds": 0.0, "environment": None}
     record.update(fields)
     return record
 
@@ -120,9 +123,11 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
     except EnvironmentBuildError as e:
         return _record(instance.instance_id, model_patch, error="env_build_failed", message=str(e))
     run = run_tests(repo_dir, instance.base_commit, model_patch, instance.fail_to_pass + instance.pass_to_pass, env,
-                    spec, test_patch=instance.test_patch, limits=options.limits,
+                    spec, test_patch=instance.test_patch, fail_to_pass=instance.fail_to_pass, limits=options.limits,
                     install_timeout_s=options.env.build_timeout_s, isolation=isolation,
-                    work_dir=Path(options.work_dir) if options.work_dir else None, keep=options.keep_worktrees)
+                    work_dir=Path(options.work_dir) if options.work_dir else None,
+                    history_root=options.env.history_root(), max_failing_sentinels=options.max_failing_sentinels,
+                    keep=options.keep_worktrees)
     status = tests_status(instance.fail_to_pass, instance.pass_to_pass, run.statuses)
     resolution = resolution_status(status) if not run.error else NO
     applied = bool(run.applied) and run.applied[0].applied
@@ -131,7 +136,8 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
                    resolution_status=resolution, error=_run_error(run), message=run.message,
                    tests_status=status if run.statuses else {}, test_statuses=run.statuses,
                    xfail=xfail_outcomes(instance.fail_to_pass, instance.pass_to_pass, run.statuses),
-                   reset_files=list(run.reset_files), seconds=time.perf_counter() - start, environment=env.key,
+                   reset_files=list(run.reset_files), forgery_bound=run.forgery_bound,
+                   seconds=time.perf_counter() - start, environment=env.key,
                    log=run.log or run.message)
 
 

@@ -18,7 +18,14 @@ modules inside them), documentation and data. It may not change (docs/HARNESS.md
 - new importable names where the tests import from: a module the base commit does not have, or
   a module in a directory it does not have, directly in an import root (the work tree, the
   spec's `pythonpath`) or in the directory of a test file (pytest puts it on `sys.path`). Such a
-  file shadows an installed or standard module (`tomllib.py`, `pytest/__init__.py`).
+  file shadows an installed or standard module (`tomllib.py`, `pytest/__init__.py`);
+- git's configuration in the tree: `.gitattributes` (any depth), which changes how git writes and
+  reads the files it names (`working-tree-encoding`, `eol`, `ident`).
+
+The install step runs code the patch controls (its `setup.py`, its package) after the harness has
+reset the tree and written the test patch: it may change what a model patch may change, and
+write build output (`install_may_change`), nothing else; anything else it changed makes the run
+`tampered` (runner.py).
 """
 from __future__ import annotations
 
@@ -31,6 +38,12 @@ _CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.t
 _LOADED_SUFFIXES = (".pth", ".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib")
 _METADATA_SUFFIXES = (".dist-info", ".egg-info", ".egg-link", ".egg")
 _IMPORTABLE_SUFFIXES = (".py", ".pyw", *_LOADED_SUFFIXES)
+_GIT_NAMES = frozenset({".gitattributes"})
+# Where builds write (pytest does not collect them: its default `norecursedirs`), and metadata
+# directories an install writes into an import root (legacy `setup.py develop`'s `*.egg-info`,
+# which `pkg_resources` reads; their `pytest11` entry points do not load: autoloading is off).
+_BUILD_DIRS = frozenset({"build", "dist", ".eggs"})
+_EXTENSION_SUFFIXES = (".so", ".pyd")
 
 
 def is_test_infrastructure(path: str) -> bool:
@@ -80,6 +93,10 @@ def base_entries(files: Iterable[str]) -> set[str]:
     return out
 
 
+def is_git_configuration(path: str) -> bool:
+    return path.split("/")[-1] in _GIT_NAMES
+
+
 def paths_to_reset(patched: Iterable[str], test_files: Sequence[str], base_paths: Collection[str],
                    pythonpath: Sequence[str] = ()) -> list[str]:
     """Of the paths a model patch touched (`patched`), those it may not change (module
@@ -88,5 +105,20 @@ def paths_to_reset(patched: Iterable[str], test_files: Sequence[str], base_paths
     once, in order."""
     named = set(test_files)
     dirs = import_dirs(pythonpath, test_files)
-    return list(dict.fromkeys(p for p in patched if p in named or is_test_infrastructure(p)
+    return list(dict.fromkeys(p for p in patched if p in named or is_test_infrastructure(p) or is_git_configuration(p)
                               or is_loaded_at_start_up(p) or shadows_a_module(p, base_paths, dirs)))
+
+
+def install_may_change(path: str, test_files: Sequence[str], base_paths: Collection[str],
+                       pythonpath: Sequence[str] = ()) -> bool:
+    """Whether the install step may create, change or remove `path` (module docstring): what a
+    model patch may change, build output, install metadata, and compiled extension modules that
+    stand for no test module and no start-up hook (an extension module is imported before the
+    `.py` of the same name)."""
+    parts = path.split("/")
+    if parts[0] in _BUILD_DIRS or any(p.endswith((".egg-info", ".dist-info")) for p in parts[:-1]):
+        return True
+    if parts[-1].endswith(_EXTENSION_SUFFIXES):
+        module = "/".join([*parts[:-1], parts[-1].split(".", 1)[0] + ".py"])
+        return path not in test_files and not (is_test_infrastructure(module) or is_loaded_at_start_up(module))
+    return not paths_to_reset([path], test_files, base_paths, pythonpath)

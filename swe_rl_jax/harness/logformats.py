@@ -33,14 +33,14 @@ of SWE-bench use for that format:
   function names (as in SWE-bench's instance files) and also `path.py::name`.
 
 A caveat that no log parser can lift: the code under test runs in the same process as its runner
-and can print a forged log or patch the runner itself. The harness guards the host against
-accidents (hangs, memory, writes, network) and resets the test infrastructure a patch edits
-(runner.py), not against a patch written to fool the report.
+and can print a forged log or patch the runner itself. `pytest_summary_sections` gives every
+summary and what follows the last one, for pytestguard.py's rules; the sentinels there are what
+catches a forger who prints a plausible log.
 """
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from swe_rl_jax.harness.testlog import ERROR, FAILED, PASSED, SKIPPED, STATUSES, XFAIL, XPASS, record
 
@@ -48,6 +48,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _STATUS_WORDS = "|".join(STATUSES)
 _SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+$")
 _SUMMARY_LINE = re.compile(rf"^({_STATUS_WORDS}) (.+)$")
+_SECTION_RULE = re.compile(r"^=+( .* )?=+$")  # pytest's section headers and final counts
 _OFFICIAL_STATUSES = frozenset({PASSED, FAILED, ERROR, SKIPPED, XFAIL})  # the official parser has no XPASS
 _SKIP_COUNT = re.compile(r"^\[\d+\]$")
 # "path::name[params] STATUS (reason)   [ 33%]": the id is everything before the last status word
@@ -88,21 +89,41 @@ def _official_artifacts(lines: list[str]) -> dict[str, str]:
     return {word: status for word, status in out.items() if status not in (FAILED, ERROR)}
 
 
-def parse_pytest_summary(output: str) -> dict[str, str]:
-    """test id -> status from the last `-rA` summary in `output` ({} when there is none), plus the
-    official parser's artifact ids (see the module docstring)."""
-    lines = strip_ansi(output).splitlines()
-    starts = [i for i, line in enumerate(lines) if _SUMMARY_HEADER.match(line.strip())]
-    statuses: dict[str, str] = {}
-    for line in lines[starts[-1] + 1:] if starts else []:
+def _summary_entries(lines: Sequence[str]) -> list[tuple[str, str]]:
+    entries = []
+    for line in lines:
         match = _SUMMARY_LINE.match(line.strip())
         if match is None:
             continue
         status, rest = match.groups()
         if status == SKIPPED and rest.startswith("["):  # "SKIPPED [1] file.py:12: reason": no node id
             continue
-        record(statuses, _node_id(rest), status)
-    for artifact, status in _official_artifacts(lines).items() if statuses else ():
+        entries.append((status, _node_id(rest)))
+    return entries
+
+
+def pytest_summary_sections(output: str) -> tuple[list[list[tuple[str, str]]], list[str]]:
+    """Every `-rA` "short test summary info" section of `output` as (status, id) entries, each
+    from its header to the next `===` line (pytest's final counts), and the lines after the last
+    section's end that read as results (`STATUS path::name`): pytest prints none there."""
+    lines = strip_ansi(output).splitlines()
+    starts = [i for i, line in enumerate(lines) if _SUMMARY_HEADER.match(line.strip())]
+    sections, end = [], len(lines)
+    for start in starts:
+        end = next((i for i in range(start + 1, len(lines)) if _SECTION_RULE.match(lines[i].strip())), len(lines))
+        sections.append(_summary_entries(lines[start + 1:end]))
+    trailing = [line for line in lines[end + 1:] if starts and "::" in line and _SUMMARY_LINE.match(line.strip())]
+    return sections, trailing
+
+
+def parse_pytest_summary(output: str) -> dict[str, str]:
+    """test id -> status from the last `-rA` summary in `output` ({} when there is none), plus the
+    official parser's artifact ids (see the module docstring)."""
+    sections, _ = pytest_summary_sections(output)
+    statuses: dict[str, str] = {}
+    for status, test_id in sections[-1] if sections else ():
+        record(statuses, test_id, status)
+    for artifact, status in _official_artifacts(strip_ansi(output).splitlines()).items() if statuses else ():
         statuses.setdefault(artifact, status)  # beside real results only: alone they show no test ran
     return statuses
 

@@ -6,29 +6,71 @@ path, or the overlay's install of a patched `setup.py`); the plugins of the cach
 which the harness built before any patch, are named on the command line instead
 (`plugin_args`: `-p <module>` per `pytest11` entry point of its site-packages).
 
-Sentinels: two tests the patch cannot know (random names), placed by the harness for the run in
-a new directory beside the first test file (so the same conftest.py files and rootdir apply),
-root-owned and read-only: one must pass, one must fail. The code under test runs in pytest's
-process: a plugin it registers in memory, a report hook or a forged summary printed at exit
-changes outcomes without knowing these names. A run in which a sentinel is missing, has the
-wrong outcome, or which exits 0 although the failing sentinel failed, while the log names other
-tests (node ids: a collection error that stopped the run names only files), is `tampered`: not
-resolved, for `evaluate` and the rewards alike. The sentinels' ids are removed from the
-statuses before grading.
+Sentinels. The code under test runs in pytest's process: a hook it registers in memory, a
+rewritten report or a forged summary changes outcomes, and no parser of the log can tell. The
+harness therefore hides tests whose outcome it knows among the instance's own: before anything
+of the patch runs, it inserts ordinary module-level test functions into the run's own test files
+(`place_sentinels`), at random places among the file's top-level definitions, named from the
+words of the file's own test names, with bodies that use a name the file imports (the package
+under test, where the file imports from it). Some must pass; `count` must fail. They are the
+files' own lines: the same owner and mode as every file of the tree, nothing extra on the
+command line, no new file or directory (a file with a module-level `pytestmark` is left out; a
+run none of whose files can take them gets them in a new test module beside its first test
+file). A run is `tampered` (`Sentinels.tampering`) when, for a file whose other tests ran, a
+sentinel is missing or has another outcome, when it exits 0 although a sentinel failed, when a
+summary section before pytest's last one names a sentinel (a second summary printed after
+pytest's own), when results follow the final summary, or when the final summary reports a test
+twice (two outcomes of the call, or the same line twice; an ERROR beside a call's outcome is a
+failed set-up or teardown, as pytest reports it).
+
+The chance that a forger goes unnoticed: to be scored resolved it must turn all `n` failing
+FAIL_TO_PASS tests into passes; each must-fail sentinel it turns into a pass is seen. A forger that
+cannot tell the `k` must-fail sentinels from the `n` real failing tests (they fail alike, live in
+the same files, look alike by name, place, owner and mode) and forces exactly `n` of the `n + k`
+failing tests at random is unnoticed with probability 1 / C(n + k, n) (`forgery_bound`); any other
+guess does no better. `sentinel_count` picks the smallest `k` that brings this to FORGERY_TARGET,
+at most `max_failing_sentinels` (HarnessOptions; each failing test costs pytest a traceback, so
+the default, MAX_FAILING_SENTINELS, is set by the cost: docs/HARNESS.md gives the bound per `n`;
+with one FAIL_TO_PASS test it is 1/11, and 1e-3 is reached from four on). A forger that reads the test files' source and recognizes the bodies'
+templates can tell them apart: the bound is for one that cannot.
 """
 from __future__ import annotations
 
+import ast
 import configparser
 import dataclasses
+import io
+import math
 import posixpath
+import re
 import secrets
+import sys
+import tokenize
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from swe_rl_jax.harness.testlog import FAILED, PASSED
+from swe_rl_jax.harness.logformats import pytest_summary_sections
+from swe_rl_jax.harness.testlog import ERROR, FAILED, PASSED, SKIPPED
 from swe_rl_jax.paths import unsafe_path_reason
 
 AUTOLOAD_OFF = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+FORGERY_TARGET = 1e-3  # the chance a guessing forger goes unnoticed, per run, that the count aims for
+# Each must-fail sentinel costs pytest a traceback (~8 ms on the sample, docs/HARNESS.md): the default
+# keeps the sample's runs within 1.2x of their cost without sentinels.
+MAX_FAILING_SENTINELS = 10
+PASSING_SENTINELS = 2
+_RANDOM = secrets.SystemRandom()
+_WORD = re.compile(r"[a-z][a-z0-9]*")
+_FALLBACK_WORDS = ("value", "result", "check", "case", "basic", "default", "empty", "simple", "error", "order")
+_LOCALS = ("result", "value", "obj", "got", "item", "found", "actual", "target")
+# Bodies (the name `{n}` is bound at module level by the file's own imports; `{v}` a local). Only
+# `is` comparisons: `==` can be overloaded (unittest.mock.ANY equals everything), `is` cannot, so
+# a must-pass body always passes and a must-fail body always fails, whatever `{n}` is.
+_PASSING_BODIES = ("    assert {n} is {n}\n", "    {v} = {n}\n    assert {v} is {n}\n",
+                   "    {v} = [{n}]\n    assert {v}[0] is {n}\n", "    {v} = {{0: {n}}}\n    assert {v}[0] is {n}\n")
+_FAILING_BODIES = ("    assert {n} is not {n}\n", "    {v} = {n}\n    assert {v} is not {n}\n",
+                   "    {v} = [{n}]\n    assert {v}[0] is not {n}\n",
+                   "    {v} = {{0: {n}}}\n    assert {v}[0] is not {n}\n")
 
 
 def runs_pytest(command: Sequence[str]) -> bool:
@@ -51,50 +93,242 @@ def plugin_args(site_packages: Path) -> list[str]:
     return [arg for module in dict.fromkeys(modules) for arg in ("-p", module)]
 
 
+def forgery_bound(failing: int, sentinels: int) -> float:
+    """1 / C(failing + sentinels, failing): the chance that a forger who must turn `failing` tests
+    into passes, and cannot tell them from `sentinels` must-fail sentinels, picks exactly them."""
+    return 1.0 / math.comb(max(1, failing) + sentinels, max(1, failing))
+
+
+def sentinel_count(failing: int, target: float = FORGERY_TARGET, cap: int = MAX_FAILING_SENTINELS) -> int:
+    """The fewest must-fail sentinels (at least 1, at most `cap`) that bring `forgery_bound` to `target`."""
+    k = 1
+    while k < cap and forgery_bound(failing, k) > target:
+        k += 1
+    return k
+
+
+def _same_file(test_file: str, path: str) -> bool:
+    """Whether an id's file part names `path`: ids are relative to pytest's rootdir, which may lie
+    below the work tree."""
+    return path == test_file or path.endswith("/" + test_file)
+
+
+def _file_of(test_id: str) -> str:
+    return test_id.split("::", 1)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sentinel:
+    file: str  # worktree-relative path of the test file it was written into
+    name: str
+    must_pass: bool
+
+    def matches(self, test_id: str) -> bool:
+        file, _, name = test_id.partition("::")
+        return name == self.name and _same_file(file, self.file)
+
+
 @dataclasses.dataclass(frozen=True)
 class Sentinels:
-    path: str  # worktree-relative path of the sentinel test file
-    passing: str  # the name of the test that must pass
-    failing: str  # the name of the test that must fail
+    tests: tuple[Sentinel, ...]
+    failing: int  # the FAIL_TO_PASS count the must-fail sentinels were counted for
 
-    def _find(self, statuses: Mapping[str, str], name: str) -> list[str]:
-        suffix = f"{posixpath.basename(self.path)}::{name}"
-        return [test_id for test_id in statuses if test_id.endswith(suffix)]
+    @property
+    def bound(self) -> float:
+        return forgery_bound(self.failing, sum(not s.must_pass for s in self.tests))
+
+    def _is_sentinel(self, test_id: str) -> bool:
+        return any(s.matches(test_id) for s in self.tests)
 
     def strip(self, statuses: Mapping[str, str]) -> dict[str, str]:
         """`statuses` without the sentinels' ids."""
-        drop = {*self._find(statuses, self.passing), *self._find(statuses, self.failing)}
-        return {k: v for k, v in statuses.items() if k not in drop}
+        return {k: v for k, v in statuses.items() if not self._is_sentinel(k)}
 
-    def tampering(self, statuses: Mapping[str, str], returncode: Optional[int]) -> Optional[str]:
-        """Why the run's results cannot be trusted, or None. A log that names no test (a node id,
-        `path::name`) besides the sentinels is not judged here: no test ran (a collection error
-        names only its file), and nothing can pass."""
-        if not any("::" in test_id for test_id in self.strip(statuses)):
-            return None
-        for name, expected in ((self.passing, PASSED), (self.failing, FAILED)):
-            found = [statuses[i] for i in self._find(statuses, name)]
-            if found != [expected]:
-                return (f"the harness's sentinel test that must {'pass' if expected == PASSED else 'fail'} "
-                        f"reported {found or 'nothing'}: the test process's results were changed")
-        if returncode == 0:
-            return "the test process exited 0 although the harness's failing sentinel test failed"
+    def tampering(self, statuses: Mapping[str, str], returncode: Optional[int], log: str) -> Optional[str]:
+        """Why the run's results cannot be trusted, or None (module docstring). A sentinel is judged
+        when the log names another test of its file (a file that did not import names none); it
+        may be SKIPPED where every other test of its file is (a skip of the whole file)."""
+        summary_problem = _summary_tampering(log, self._is_sentinel)
+        if summary_problem is not None:
+            return summary_problem
+        others = self.strip(statuses)
+        failed = False
+        for sentinel in self.tests:
+            of_file = [status for test_id, status in others.items()
+                       if "::" in test_id and _same_file(_file_of(test_id), sentinel.file)]
+            if not of_file:
+                continue
+            found = [status for test_id, status in statuses.items() if sentinel.matches(test_id)]
+            expected = [PASSED if sentinel.must_pass else FAILED]
+            if found != expected and not (found == [SKIPPED] and set(of_file) == {SKIPPED}):
+                return (f"a test of the harness's in {sentinel.file} that must "
+                        f"{'pass' if sentinel.must_pass else 'fail'} reported {found or 'nothing'}: the test "
+                        f"process's results were changed")
+            failed = failed or found == [FAILED]
+        if returncode == 0 and failed:
+            return "the test process exited 0 although tests of the harness's failed"
         return None
 
 
-def place_sentinels(worktree: Path, directives: Sequence[str]) -> Optional[Sentinels]:
-    """Writes the sentinel test file beside the first directive that is a Python file in the
-    worktree; None when there is none (no test file to stand beside)."""
-    first = next((d for d in directives if d.endswith(".py") and unsafe_path_reason(d, worktree) is None
-                  and (worktree / d).is_file()), None)
-    if first is None:
+def _summary_tampering(log: str, is_sentinel) -> Optional[str]:
+    """A forged or second summary (module docstring), or None."""
+    sections, trailing = pytest_summary_sections(log)
+    if not sections:
         return None
-    token = secrets.token_hex(6)
-    names = Sentinels(posixpath.join(posixpath.dirname(first), f"sentinel_{token}", f"test_{token}.py"),
-                      f"test_{secrets.token_hex(6)}", f"test_{secrets.token_hex(6)}")
-    target = worktree / names.path
-    target.parent.mkdir(mode=0o755)
-    target.write_text(f"def {names.passing}():\n    pass\n\n\ndef {names.failing}():\n"
-                      f"    raise AssertionError({secrets.token_hex(6)!r})\n", encoding="utf-8")
-    target.chmod(0o444)
-    return names
+    for earlier in sections[:-1]:
+        if any(is_sentinel(test_id) for _, test_id in earlier):
+            return "the log holds a second test summary after pytest's own"
+    if trailing:
+        return f"results follow pytest's final summary: {trailing[0][:120]!r}"
+    seen: dict[str, list[str]] = {}
+    for status, test_id in sections[-1]:
+        seen.setdefault(test_id, []).append(status)
+    for test_id, found in seen.items():
+        calls = [s for s in found if s != ERROR]
+        if len(calls) > 1 or found.count(ERROR) > 1:
+            return f"the summary reports {test_id[:120]!r} more than once: {found}"
+    return None
+
+
+# Placing them.
+
+def _decode(data: bytes) -> tuple[str, str]:
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding), encoding
+
+
+def _imported_names(tree: ast.Module) -> list[str]:
+    """Names the module binds by top-level imports, those from outside the standard library first."""
+    local, stdlib = [], []
+    deleted = {t.id for node in tree.body if isinstance(node, ast.Delete) for t in node.targets
+               if isinstance(t, ast.Name)}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            pairs = [(a.asname or a.name.split(".")[0], a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            pairs = [(a.asname or a.name, ("." * node.level) + (node.module or "")) for a in node.names if a.name != "*"]
+        else:
+            continue
+        for bound, source in pairs:
+            if bound in deleted:
+                continue
+            top = source.lstrip(".").split(".")[0]
+            (stdlib if top in sys.stdlib_module_names and not source.startswith(".") else local).append(bound)
+    return list(dict.fromkeys(local or stdlib))
+
+
+def _test_words(tree: ast.Module) -> list[str]:
+    words: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            words += _WORD.findall(node.name[4:].lower())
+    return list(dict.fromkeys(w for w in words if w != "test")) or list(_FALLBACK_WORDS)
+
+
+def _defined_names(tree: ast.Module) -> set[str]:
+    return {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                        ast.ClassDef))}
+
+
+def _has_module_mark(tree: ast.Module) -> bool:
+    return any(isinstance(node, (ast.Assign, ast.AnnAssign)) and any(
+        isinstance(t, ast.Name) and t.id == "pytestmark" for t in (node.targets if isinstance(node, ast.Assign)
+                                                                    else [node.target])) for node in tree.body)
+
+
+def _insertion_lines(tree: ast.Module, n_lines: int) -> list[int]:
+    """0-based line numbers before which a new top-level function may go: the start (decorators
+    included) of each top-level definition after the last top-level import, and the end."""
+    last_import = max((node.end_lineno or node.lineno for node in tree.body
+                       if isinstance(node, (ast.Import, ast.ImportFrom))), default=0)
+    starts = [min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1 for node in tree.body
+              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.lineno > last_import]
+    return [*starts, n_lines]
+
+
+@dataclasses.dataclass
+class _TestFile:
+    path: str
+    tree: ast.Module
+    lines: list[str]
+    encoding: str
+    newline: str
+
+
+def _read_test_file(worktree: Path, path: str) -> Optional[_TestFile]:
+    if not path.endswith(".py") or unsafe_path_reason(path, worktree) is not None or not (worktree / path).is_file():
+        return None
+    data = (worktree / path).read_bytes()
+    try:
+        text, encoding = _decode(data)
+        tree = ast.parse(text)
+    except (SyntaxError, UnicodeDecodeError, ValueError):  # another Python's syntax: left alone
+        return None
+    if _has_module_mark(tree):
+        return None
+    return _TestFile(path, tree, text.splitlines(keepends=True), encoding, "\r\n" if b"\r\n" in data else "\n")
+
+
+def _new_name(words: list[str], taken: set[str]) -> str:
+    while True:
+        picked = _RANDOM.sample(words, min(len(words), _RANDOM.randint(2, 4)))
+        name = "test_" + "_".join(picked)
+        if len(picked) < 2 or name in taken:  # too few words to vary: a number, as tests do
+            name = f"{name}_{_RANDOM.randint(2, 99)}"
+        if name not in taken:
+            taken.add(name)
+            return name
+
+
+def _function(name: str, must_pass: bool, names: list[str]) -> str:
+    body = _RANDOM.choice(_PASSING_BODIES if must_pass else _FAILING_BODIES)
+    return f"def {name}():\n" + body.format(n=_RANDOM.choice(names), v=_RANDOM.choice(_LOCALS)) + "\n\n"
+
+
+def _new_module(worktree: Path, beside: str, taken: set[str]) -> _TestFile:
+    directory = posixpath.dirname(beside)
+    while True:
+        path = posixpath.join(directory, f"{_new_name(list(_FALLBACK_WORDS), taken)}.py")
+        if not (worktree / path).exists():
+            break
+    (worktree / path).write_text("import os\n", encoding="utf-8")
+    return _TestFile(path, ast.parse("import os\n"), ["import os\n"], "utf-8", "\n")
+
+
+def place_sentinels(worktree: Path, directives: Sequence[str], fail_to_pass: Sequence[str],
+                    max_failing: int = MAX_FAILING_SENTINELS) -> Optional[Sentinels]:
+    """Writes the sentinels into the test files among `directives` (module docstring): the
+    must-fail ones, counted for the FAIL_TO_PASS tests `fail_to_pass` (none: counted for one),
+    into the files that hold them (a forger could skip a file that holds none), at most
+    `max_failing`, the must-pass ones into any. None when the run names no test file of the work tree."""
+    candidates = [d for d in dict.fromkeys(directives) if d.endswith(".py") and unsafe_path_reason(d, worktree) is None
+                  and (worktree / d).is_file()]
+    if not candidates:
+        return None
+    files = [f for f in (_read_test_file(worktree, c) for c in candidates) if f is not None]
+    taken = set().union(*(_defined_names(f.tree) for f in files)) if files else set()
+    if not files:
+        files = [_new_module(worktree, candidates[0], taken)]
+    graded = {_file_of(t) for t in fail_to_pass}
+    failing_files = [f for f in files if any(_same_file(g, f.path) for g in graded)] or files
+    plan = [(False, _RANDOM.choice(failing_files)) for _ in range(sentinel_count(len(fail_to_pass), cap=max_failing))]
+    plan += [(True, _RANDOM.choice(files)) for _ in range(PASSING_SENTINELS)]
+    inserts: dict[str, dict[int, list[str]]] = {f.path: {} for f in files}
+    sentinels = []
+    for must_pass, target in plan:
+        name = _new_name(_test_words(target.tree), taken)
+        text = _function(name, must_pass, _imported_names(target.tree) or ["__name__"]).replace("\n", target.newline)
+        line = _RANDOM.choice(_insertion_lines(target.tree, len(target.lines)))
+        inserts[target.path].setdefault(line, []).append(text)
+        sentinels.append(Sentinel(target.path, name, must_pass))
+    for f in files:
+        if not inserts[f.path]:
+            continue
+        lines = list(f.lines)
+        if lines and not lines[-1].endswith(("\n", "\r")):
+            lines[-1] += f.newline
+        for line in sorted(inserts[f.path], reverse=True):
+            lines[line:line] = inserts[f.path][line]
+        (worktree / f.path).write_bytes("".join(lines).encode(f.encoding))
+    _RANDOM.shuffle(sentinels)
+    return Sentinels(tuple(sentinels), max(1, len(fail_to_pass)))

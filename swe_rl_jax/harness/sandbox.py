@@ -1,30 +1,53 @@
-"""Running a test command in isolation: time, memory, file-size and process limits, no network,
-and (where the machine allows it) no writes outside the sandbox directory.
+"""Running model-written code in isolation: a minimal view of the machine, time, memory,
+file-size and process limits, no network, no capabilities. The one place a command line for
+untrusted code is built: install steps, tests, reproduction scripts and `synthesize` all call
+`run_isolated` (runner.py), none builds its own.
 
-Two isolation modes, chosen once per process by `isolation_mode("auto")`:
+Three modes, chosen once per process by `isolation_mode("auto")` (the strongest that works here):
 
-- `namespaces` (root with util-linux `unshare`, `setpriv`, `prlimit`, checked by a probe run):
-  the command runs in new network, mount and PID namespaces. The network namespace has only a
-  loopback device, so nothing outside the sandbox is reachable (loopback is brought up when `ip`
-  exists, for tests that talk to a local server). In the mount namespace the root filesystem is
-  remounted read-only and only the sandbox directory (worktree, HOME, TMPDIR) stays writable;
-  `/dev/shm` gets a private tmpfs; a cgroup-v1 cpu controller (`/sys/fs/cgroup/cpu`) is hidden
-  under an empty tmpfs, as in a cgroup-v2 container. The command then drops to user `nobody`
-  with no capabilities (`setpriv`), so it cannot undo those mounts. It is PID 1 of its namespace: when it dies or is
-  killed, the kernel kills every process it left behind, even ones that left its process group.
+- `bwrap` (root with bubblewrap, util-linux `setpriv` and `prlimit`, checked by a probe run): the
+  command runs under bubblewrap in new mount, network, PID, IPC, UTS and cgroup namespaces, and
+  sees only (`View`): the system directories (`/usr` and its links, read-only), a few files of
+  `/etc` (the dynamic linker's cache, `alternatives`, time zone, MIME types, certificates) and a
+  `passwd`, `group` and `hosts` of its own, its sandbox directory (the run's work tree, HOME,
+  TMPDIR, the install step's overlay environment: read-write), the environments, interpreters and
+  history store it needs (`View.readable`: read-only), the run's test files (`View.frozen`:
+  read-only over the writable tree), a private `/tmp` and `/dev/shm`, a minimal `/dev` and a
+  `/proc` of its own PID namespace. Nothing else of the host exists in its view: no home
+  directories, no instances or predictions files, no other clones, environments or runs. The
+  network namespace has only a loopback device. bubblewrap runs as root without a user namespace
+  (a user namespace would map the sandbox's user to root outside, making what it writes root's);
+  `setpriv` then drops to the host's `nobody` (uid 65534) with no capabilities and
+  `no_new_privs`, so what the sandbox writes is nobody's and it cannot undo a mount.
+- `namespaces` (the fallback where bubblewrap is missing: root with util-linux `unshare`): new
+  network, mount, PID, IPC and UTS namespaces; the root file system remounted read-only and only
+  the sandbox directory writable, a private `/dev/shm`; the directories the sandbox user must
+  pass through (say `/root`, holding the interpreter) opened with `chmod o+x` in an overlay;
+  then the same drop to `nobody`. Everything readable on the host stays readable (other clones,
+  the instances file), so this mode does not keep answers out of reach (docs/HARNESS.md).
 - `none` (anything else, e.g. not root): a plain child process in its own session, with HOME and
   TMPDIR in the sandbox and the same resource limits; it can reach the network and write wherever
   the user may. `run_isolated` reports the mode it used, and reports say it.
 
-Limits (util-linux `prlimit`, required in both modes): address space (`memory_mb`, RLIMIT_AS), size of any file written
+In both namespace modes the command is PID 1's child in its own PID namespace: when it dies or is
+killed, the kernel kills every process it left behind, and a harness that dies takes its runs
+with it (bubblewrap's `--die-with-parent`, `setpriv --pdeathsig`).
+
+Limits (util-linux `prlimit`, required in every mode): address space (`memory_mb`, RLIMIT_AS), size of any file written
 (`file_size_mb`, RLIMIT_FSIZE, which also caps the captured output), processes (`max_processes`,
-RLIMIT_NPROC, namespaces mode only: it counts per user, and there the user is `nobody`). On the
-wall-clock limit the whole process group is killed with SIGKILL (and with it, in namespaces mode,
-the PID namespace). Output (stdout and stderr together) goes to an unlinked temporary file, so a
-chatty test can neither block on a full pipe nor fill the harness's memory.
+RLIMIT_NPROC, namespace modes only: it counts per user, and there the user is `nobody`). Time is
+counted in **CPU seconds** of the whole run (every process it started, `timeout_s`), so a verdict
+does not depend on how busy the machine is (a wall-clock limit turns an honest run on a loaded
+host into a `timeout`, and an RL reward that flakes with load teaches noise); a wall-clock
+backstop (`wall_timeout_s`, by default WALL_FACTOR x `timeout_s`) ends runs that hang without
+using the CPU. On either limit the whole process group is killed with SIGKILL (and with it the
+PID namespace).
+Output (stdout and stderr together) goes to an unlinked temporary file, so a chatty test can
+neither block on a full pipe nor fill the harness's memory.
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import os
@@ -32,7 +55,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,18 +62,39 @@ from typing import Literal, Mapping, Sequence
 
 from swe_rl_jax.config import require
 
-Isolation = Literal["auto", "namespaces", "none"]
+Isolation = Literal["auto", "bwrap", "namespaces", "none"]
+ISOLATION_MODES: tuple[str, ...] = ("auto", "bwrap", "namespaces", "none")
 NOBODY_UID = 65534
 _MAX_OUTPUT_CHARS = 4 << 20  # what is kept of a run's output (its end: pytest's summary is last)
-# Inside the new namespaces, as root: a private /dev/shm; the directories the sandbox user must
-# pass through but may not (say /root, holding the interpreter) opened with `chmod o+x` inside an
-# overlay of the topmost such directory, whose upper layer is in that tmpfs (the real directories
-# are not changed: whatever is written through an overlay lands in the tmpfs); the sandbox a mount
-# of its own (so it stays writable); everything else read-only; a cgroup-v1 cpu controller hidden
-# (as in a cgroup-v2 container: tools that divide its cpu.shares by 1024, pylint's job count, would
-# see one CPU where the machine has more); the working directory entered again
-# (the one inherited from before the bind mount lies on the read-only mount below it); then the drop
-# to nobody.
+WALL_FACTOR = 3.0  # the default wall-clock backstop, in units of the CPU-time limit
+_POLL_S = 0.25  # how often a running command's CPU time is read
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_SETPRIV = ["setpriv", "--pdeathsig", "KILL", f"--reuid={NOBODY_UID}", f"--regid={NOBODY_UID}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+# The system as the sandbox sees it (bwrap): the directories of programs and libraries, and of
+# /etc only what they read (the dynamic linker's cache, Debian's `alternatives` links of /usr/bin,
+# time zone, MIME types and certificates that Python's standard library reads, the release files
+# pip's `distro` reads). Host users,
+# groups and host names are replaced by the files of `_identity_dir`.
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC_ENTRIES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "mime.types",
+                "nsswitch.conf", "os-release", "debian_version", "lsb-release", "protocols", "services", "ssl",
+                "ca-certificates")
+_IDENTITY_FILES = {
+    "passwd": f"root:x:0:0:root:/root:/bin/sh\nnobody:x:{NOBODY_UID}:{NOBODY_UID}:nobody:/nonexistent:/bin/sh\n",
+    "group": f"root:x:0:\nnogroup:x:{NOBODY_UID}:\n",
+    "hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+    "hostname": "sandbox\n",
+}
+# Inside the new namespaces (namespaces mode), as root: a private /dev/shm; the directories the
+# sandbox user must pass through but may not (say /root, holding the interpreter) opened with
+# `chmod o+x` inside an overlay of the topmost such directory, whose upper layer is in that tmpfs
+# (the real directories are not changed: whatever is written through an overlay lands in the
+# tmpfs); the sandbox a mount of its own (so it stays writable); everything else read-only; a
+# cgroup-v1 cpu controller hidden (as in a cgroup-v2 container: tools that divide its cpu.shares
+# by 1024, pylint's job count, would see one CPU where the machine has more); the working
+# directory entered again (the one inherited from before the bind mount lies on the read-only
+# mount below it); then the drop to nobody.
 _NAMESPACE_SCRIPT = """set -e
 sandbox="$1"; roots="$2"; shift 2
 mount -t tmpfs -o size=256m,mode=1777 tmpfs /dev/shm
@@ -69,31 +112,51 @@ mount --bind "$sandbox" "$sandbox"
 mount -o remount,bind,ro /
 cd "$(pwd)"
 if command -v ip >/dev/null 2>&1; then ip link set lo up 2>/dev/null || true; fi
-exec setpriv --pdeathsig KILL --reuid={uid} --regid={uid} --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs -- "$@"
+exec "$@"
 """
 
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    timeout_s: float = 300.0  # wall clock of the whole test command
+    timeout_s: float = 300.0  # CPU seconds of the whole command, all its processes together
     memory_mb: int = 4096  # address space of each process
     file_size_mb: int = 256  # largest file a process may write (the captured output included)
-    max_processes: int = 256  # processes of the sandbox user (namespaces mode)
+    max_processes: int = 256  # processes of the sandbox user (namespace modes)
+    wall_timeout_s: float = 0.0  # the wall-clock backstop; 0 = WALL_FACTOR x timeout_s
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "timeout_s", "must be > 0")
+        require(self.wall_timeout_s >= 0, "wall_timeout_s", "must be >= 0")
         require(self.memory_mb > 0, "memory_mb", "must be > 0")
         require(self.file_size_mb > 0, "file_size_mb", "must be > 0")
         require(self.max_processes > 0, "max_processes", "must be > 0")
 
+    def wall_s(self) -> float:
+        return self.wall_timeout_s or WALL_FACTOR * self.timeout_s
+
+    def describe(self) -> str:
+        """The limits as a report's message says them."""
+        return f"{self.timeout_s:g} CPU s or {self.wall_s():g} s of wall clock"
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """What a sandboxed command may reach besides the system (bwrap; namespaces mode sees the whole
+    host read-only and writes only `sandbox`)."""
+
+    sandbox: Path  # read-write: the run's work tree, HOME, TMPDIR, overlay environment
+    readable: tuple[Path, ...] = ()  # host paths seen read-only at their own paths
+    frozen: tuple[Path, ...] = ()  # paths inside `sandbox` seen read-only (bwrap)
+
 
 @dataclasses.dataclass(frozen=True)
 class ProcessResult:
-    returncode: int | None  # None when killed at the time limit
+    returncode: int | None  # None when killed at a time limit
     timed_out: bool
-    seconds: float
+    seconds: float  # wall clock
     output: str  # stdout and stderr interleaved; the last _MAX_OUTPUT_CHARS characters
     isolation: str
+    cpu_seconds: float = 0.0  # of all its processes, as last read while it ran
 
 
 def _tools_present(*names: str) -> bool:
@@ -102,7 +165,7 @@ def _tools_present(*names: str) -> bool:
 
 def _prlimit(limits: Limits, isolation: str) -> list[str]:
     cmd = ["prlimit", f"--as={limits.memory_mb << 20}", f"--fsize={limits.file_size_mb << 20}"]
-    if isolation == "namespaces":
+    if isolation != "none":
         cmd.append(f"--nproc={limits.max_processes}")
     return cmd + ["--"]
 
@@ -118,71 +181,172 @@ def closed_ancestors(paths: Sequence[Path]) -> list[Path]:
     return sorted(out, key=lambda d: len(d.parts))
 
 
-def wrap_command(cmd: Sequence[str], sandbox_dir: Path, limits: Limits, isolation: str,
-                 reachable: Sequence[Path] = ()) -> list[str]:
-    """The full command line that runs `cmd` under `isolation` and `limits`; in namespaces mode
-    the sandbox user can reach `reachable` (the interpreter, the environment) and the sandbox."""
+@functools.lru_cache(maxsize=None)
+def _identity_dir() -> Path:
+    """This process's `passwd`, `group`, `hosts` and `hostname` for the sandboxes (bwrap)."""
+    path = Path(tempfile.mkdtemp(prefix="swe-rl-jax-sandbox-etc-"))
+    atexit.register(shutil.rmtree, path, True)
+    path.chmod(0o755)
+    for name, text in _IDENTITY_FILES.items():
+        (path / name).write_text(text)
+        (path / name).chmod(0o444)
+    return path
+
+
+def _system_args() -> list[str]:
+    args: list[str] = []
+    for directory in _SYSTEM_DIRS:
+        if os.path.islink(directory):
+            args += ["--symlink", os.readlink(directory), directory]
+        elif os.path.isdir(directory):
+            args += ["--ro-bind", directory, directory]
+    args += ["--perms", "0755", "--dir", "/etc"]
+    for entry in _ETC_ENTRIES:
+        args += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
+    identity = _identity_dir()
+    for name in _IDENTITY_FILES:
+        args += ["--ro-bind", str(identity / name), f"/etc/{name}"]
+    return args
+
+
+def _bwrap_command(view: View, cwd: Path) -> list[str]:
+    """bubblewrap's arguments up to the command: namespaces, then the view (docstring). The private
+    /tmp comes before the binds, which may lie below it; the directories above a bound path are
+    made 0755 (bubblewrap's own are 0700, which the sandbox user could not pass)."""
+    args = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+            "--hostname", "sandbox", "--die-with-parent", "--new-session", *_system_args(),
+            "--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--tmpfs", "/dev/shm",
+            "--perms", "01777", "--tmpfs", "/tmp"]
+    made = {"/", "/tmp", "/usr", "/etc"}
+
+    def parents(path: Path) -> list[str]:
+        out = []
+        for parent in reversed(Path(path).parents):
+            if str(parent) not in made:
+                made.add(str(parent))
+                out += ["--perms", "0755", "--dir", str(parent)]
+        return out
+
+    for path in sorted(set(view.readable), key=lambda p: len(Path(p).parts)):
+        args += [*parents(path), "--ro-bind", os.path.realpath(path), str(path)]
+        made.add(str(path))
+    args += [*parents(view.sandbox), "--bind", str(view.sandbox), str(view.sandbox)]
+    for path in view.frozen:
+        args += ["--ro-bind", str(path), str(path)]
+    return args + ["--chdir", str(cwd), "--"]
+
+
+def _namespaces_command(view: View) -> list[str]:
+    closed = closed_ancestors(view.readable)
+    roots = [str(d) for d in closed if not any(a in closed for a in d.parents)]
+    # --pdeathsig here and in _SETPRIV: if the harness's process dies without killing the run
+    # (SIGTERM or SIGKILL to `resolve` or `evaluate`), unshare dies, and so does the namespace's
+    # first process (whose own --kill-child setting the change of user clears), taking the PID
+    # namespace with it; an orphaned run used to outlive its time limit.
+    return ["setpriv", "--pdeathsig", "KILL", "unshare", "--net", "--mount", "--pid", "--ipc", "--uts", "--fork",
+            "--kill-child", "--mount-proc", "--", "sh", "-c", _NAMESPACE_SCRIPT, "sh", str(view.sandbox),
+            str(len(roots)), *roots, str(len(closed)), *map(str, closed)]
+
+
+def wrap_command(cmd: Sequence[str], view: View, limits: Limits, isolation: str, cwd: Path) -> list[str]:
+    """The full command line that runs `cmd` in `cwd` under `isolation` and `limits`, seeing `view`."""
     limited = _prlimit(limits, isolation) + list(cmd)
     if isolation == "none":
         return limited
-    closed = closed_ancestors(reachable)
-    roots = [str(d) for d in closed if not any(a in closed for a in d.parents)]
-    script = _NAMESPACE_SCRIPT.format(uid=NOBODY_UID)
-    # --pdeathsig, here and in the script: if the harness's process dies without killing the run
-    # (SIGTERM or SIGKILL to `resolve` or `evaluate`), unshare dies, and so does the namespace's
-    # first process (whose own --kill-child setting the script's change of user clears), taking
-    # the PID namespace with it; an orphaned run used to outlive its time limit, which nobody
-    # was left to enforce.
-    return ["setpriv", "--pdeathsig", "KILL", "unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
-            "sh", "-c", script, "sh", str(sandbox_dir), str(len(roots)), *roots, str(len(closed)),
-            *map(str, closed), *limited]
+    if isolation == "bwrap":
+        return _bwrap_command(view, cwd) + _SETPRIV + limited
+    return _namespaces_command(view) + _SETPRIV + limited
+
+
+def _probe(isolation: str) -> bool:
+    """Does a command start in `isolation` here, as the sandbox user?"""
+    with tempfile.TemporaryDirectory() as probe:
+        os.chmod(probe, 0o755)
+        try:
+            result = subprocess.run(wrap_command(["id", "-u"], View(Path(probe)), Limits(), isolation, Path(probe)),
+                                    cwd=probe, capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return result.returncode == 0 and result.stdout.strip() == str(NOBODY_UID)
+
+
+@functools.lru_cache(maxsize=None)
+def _bwrap_works() -> bool:
+    return os.geteuid() == 0 and _tools_present("bwrap", "setpriv", "prlimit", "id") and _probe("bwrap")
 
 
 @functools.lru_cache(maxsize=None)
 def _namespaces_work() -> bool:
-    """A probe: does this interpreter start in the namespaces sandbox here?"""
-    if os.geteuid() != 0 or not _tools_present("unshare", "setpriv", "prlimit", "mount", "sh"):
-        return False
-    with tempfile.TemporaryDirectory() as probe:
-        os.chown(probe, NOBODY_UID, NOBODY_UID)
-        cmd = wrap_command([sys.executable, "-c", "pass"], Path(probe), Limits(), "namespaces",
-                           [Path(sys.executable)])
-        try:
-            return subprocess.run(cmd, capture_output=True, timeout=30, check=False).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            return False
+    return (os.geteuid() == 0 and _tools_present("unshare", "setpriv", "prlimit", "mount", "sh", "id")
+            and _probe("namespaces"))
+
+
+_UNAVAILABLE = {
+    "bwrap": "bwrap isolation needs root, bubblewrap (apt-get install bubblewrap), util-linux setpriv/prlimit "
+             "and a kernel that allows new namespaces",
+    "namespaces": "namespaces need root, util-linux unshare/setpriv/prlimit and a kernel that allows new "
+                  "namespaces",
+}
 
 
 def isolation_mode(requested: Isolation = "auto") -> str:
-    """The mode to use: `requested`, or for "auto" the strongest that works on this machine.
-    Asking for "namespaces" where it does not work is an error."""
-    require(requested in ("auto", "namespaces", "none"), "isolation", "must be auto, namespaces or none")
-    if requested == "none":
-        return "none"
-    if _namespaces_work():
-        return "namespaces"
-    require(requested == "auto", "isolation", "namespaces need root, util-linux unshare/setpriv/prlimit and a "
-            "kernel that allows new namespaces; use auto or none")
-    return "none"
+    """The mode to use: `requested`, or for "auto" the strongest that works on this machine
+    (bwrap, then namespaces, then none). Asking for a mode that does not work is an error."""
+    require(requested in ISOLATION_MODES, "isolation", f"must be one of {', '.join(ISOLATION_MODES)}")
+    works = {"bwrap": _bwrap_works, "namespaces": _namespaces_work}
+    if requested != "auto":
+        require(requested == "none" or works[requested](), "isolation", f"{_UNAVAILABLE.get(requested)}; use auto")
+        return requested
+    return next((mode for mode in ("bwrap", "namespaces") if works[mode]()), "none")
 
 
 def check_work_dir(work_dir: Path, isolation: str) -> None:
     """In namespaces mode the sandbox user reaches its sandbox by its path, so every directory
-    above it must be passable by others (pytest's own 0700 temporary root is not, /tmp is)."""
+    above it must be passable by others (pytest's own 0700 temporary root is not, /tmp is).
+    bubblewrap makes the directories above a bound path itself."""
     closed = closed_ancestors([work_dir]) if isolation == "namespaces" else []
     require(not closed, "work_dir", f"{work_dir} lies under {closed[0] if closed else ''}, which the sandbox user "
             "(nobody) may not pass through; pick a work directory below world-traversable directories")
 
 
 def prepare_sandbox(sandbox_dir: Path, isolation: str) -> None:
-    """Hands the sandbox to the user the command runs as (nobody in namespaces mode)."""
-    if isolation != "namespaces":
+    """Hands what is inside the sandbox to the user the command runs as (nobody in the namespace
+    modes). The sandbox directory itself stays root's (0755): its user may change what is in the
+    work tree but cannot rename the tree or put a symlink in its place."""
+    if isolation == "none":
         return
     check_work_dir(sandbox_dir, isolation)
+    sandbox_dir.chmod(0o755)
     for root, dirs, files in os.walk(sandbox_dir):
         for name in [*dirs, *files]:
             os.lchown(os.path.join(root, name), NOBODY_UID, NOBODY_UID)
-    os.lchown(sandbox_dir, NOBODY_UID, NOBODY_UID)
+
+
+def _stat_times(pid: int) -> float:
+    """CPU seconds of `pid` and of its children it has waited for (utime, stime, cutime, cstime)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()  # the command name may hold spaces and parentheses
+    return sum(int(v) for v in fields[11:15]) / _CLOCK_TICKS
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by `pid` and every process below it: each live process's own and
+    its reaped children's time (a child's time moves into its parent's once the parent waits for
+    it, so nothing is counted twice)."""
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            total += _stat_times(current)
+            for task in os.listdir(f"/proc/{current}/task"):
+                with open(f"/proc/{current}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError):  # it ended while we looked
+            continue
+    return total
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -192,21 +356,28 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def run_isolated(cmd: Sequence[str], *, cwd: Path, sandbox_dir: Path, env: Mapping[str, str], limits: Limits,
-                 isolation: str, reachable: Sequence[Path] = ()) -> ProcessResult:
-    """Runs `cmd` in `cwd` (inside `sandbox_dir`, which must be prepared with `prepare_sandbox`).
-    Never leaves a process behind: on the time limit, and on any exception while waiting (e.g. a
+def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str, str], limits: Limits,
+                 isolation: str) -> ProcessResult:
+    """Runs `cmd` in `cwd` (inside `view.sandbox`, which must be prepared with `prepare_sandbox`)
+    until it ends or uses up `limits.timeout_s` CPU seconds or `limits.wall_s()` of wall clock.
+    Never leaves a process behind: on a time limit, and on any exception while waiting (e.g. a
     reward's own time limit firing), the process group is killed before returning or raising."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(wrap_command(cmd, sandbox_dir, limits, isolation, reachable), cwd=cwd, env=dict(env),
+        proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd), cwd=cwd, env=dict(env),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-        timed_out = False
+        timed_out, cpu = False, 0.0
         try:
-            proc.wait(timeout=limits.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            while True:
+                try:
+                    proc.wait(timeout=max(0.0, min(_POLL_S, start + limits.wall_s() - time.perf_counter())))
+                    break
+                except subprocess.TimeoutExpired:
+                    cpu = max(cpu, tree_cpu_seconds(proc.pid))
+                    if cpu > limits.timeout_s or time.perf_counter() - start >= limits.wall_s():
+                        timed_out = True
+                        break
         finally:
             if proc.returncode is None:
                 _kill_group(proc)
@@ -215,4 +386,4 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, sandbox_dir: Path, env: Mappi
         log.seek(max(0, size - _MAX_OUTPUT_CHARS))
         output = log.read().decode("utf-8", "replace")
     return ProcessResult(None if timed_out else proc.returncode, timed_out, time.perf_counter() - start, output,
-                         isolation)
+                         isolation, cpu)

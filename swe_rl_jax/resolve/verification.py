@@ -71,9 +71,10 @@ class VerificationConfig:
     reproduction: bool = False  # run the reproduction scripts (the trace row's reproduction_scripts)
     keep_reproduction: Keep = "vote"  # vote (Agentless: one script) | all (Agentless Mini)
     workers: int = 2  # test runs at once
-    timeout_s: float = 600.0  # per test run
+    timeout_s: float = 600.0  # CPU seconds per test run (all its processes)
+    wall_timeout_s: float = 0.0  # wall-clock backstop per run; 0 = 3 x timeout_s (harness/sandbox.py)
     memory_mb: int = 4096  # address space per process of a run
-    max_processes: int = 256  # processes of the sandbox user (namespaces mode)
+    max_processes: int = 256  # processes of the sandbox user (namespace modes)
     cache: str = ""  # default: <out stem>.tests.jsonl next to `out`
     env_cache: str = ""  # the harness's environment cache (as `evaluate --env-cache`)
     specs: str = ""  # harness spec file (as `evaluate --specs`); "" = the built-in table
@@ -215,14 +216,15 @@ class Verifier:
         self.specs = load_specs(config.specs) if config.specs else {}
         self.isolation = isolation_mode(config.isolation)
         self.limits = Limits(timeout_s=config.timeout_s, memory_mb=config.memory_mb,
-                             max_processes=config.max_processes)
+                             max_processes=config.max_processes, wall_timeout_s=config.wall_timeout_s)
         self.env_options = EnvironmentOptions(cache_dir=config.env_cache)
         self.work_dir = Path(config.work_dir or tempfile.gettempdir())
         self.work_dir.mkdir(parents=True, exist_ok=True)
         check_work_dir(self.work_dir, self.isolation)
         self.cache = TestCache(cache_path)
         self.harness = dict(limits=self.limits, install_timeout_s=self.env_options.build_timeout_s,
-                            isolation=self.isolation, work_dir=self.work_dir)
+                            isolation=self.isolation, work_dir=self.work_dir,
+                            history_root=self.env_options.history_root())
 
     def steps(self, inst: Instance, candidates: Sequence[Candidate],
               scripts: Sequence[Optional[str]]) -> Steps[Verified]:

@@ -6,8 +6,12 @@
   SWE-RL's penalty, used for both formats so one reward has one scale); else 1.0 when every
   FAIL_TO_PASS and PASS_TO_PASS test of the
   instance passes with the edits and the instance's test patch applied, 0.0 otherwise (a test run
-  that times out scores 0.0: the edits made the tests hang; so does a run whose results the code
-  under test changed, `error: tampered`, harness/pytestguard.py). An XFAIL FAIL_TO_PASS test is a
+  that times out scores 0.0: the edits made the tests hang). A run whose results the code under
+  test changed (`error: tampered`: a sentinel test reported otherwise, a second summary, an install
+  step that changed test infrastructure; harness/pytestguard.py) scores −1 with kind `tampered`,
+  as a malformed answer does: a forger that guesses which failing tests are the harness's and is
+  caught more often than not loses in expectation, where a score of 0 would still pay it for
+  every lucky guess. An XFAIL FAIL_TO_PASS test is a
   failure here (one `pytest.xfail()` in library code would otherwise pay as a fix);
   `execution.xfail_passes: true` restores the official rule. An edit of a path that cannot be
   written to a checkout (`..`, `.git`, a component over 255 bytes, ...; paths.py) is −1 with
@@ -48,8 +52,9 @@ from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import EnvironmentOptions, ensure_environment
 from swe_rl_jax.harness.evaluation import index_instances
 from swe_rl_jax.harness.grading import FULL, resolution_status, tests_status
+from swe_rl_jax.harness.pytestguard import MAX_FAILING_SENTINELS
 from swe_rl_jax.harness.runner import run_tests
-from swe_rl_jax.harness.sandbox import Limits, isolation_mode
+from swe_rl_jax.harness.sandbox import ISOLATION_MODES, Limits, isolation_mode
 from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for, spec_to_dict
 from swe_rl_jax.rewards.diffs import edit_patch
 from swe_rl_jax.rewards.errors import FormatError
@@ -58,6 +63,9 @@ from swe_rl_jax.rewards.swe_rl import SWE_RL_MIN_SCORE, answer_edits, normalize_
 from swe_rl_jax.subtasks import subtask
 
 EXECUTION_REWARDS = ("tests_pass", "tests_pass_similarity")
+# Part of every cached result's key: a result the harness of another version computed (issue 45's
+# harness could be fooled where this one cannot) is never reused.
+RESULTS_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,11 +84,12 @@ class ExecutionConfig:
     result_cache: str = ""  # "" = <env cache>/results
     tests_weight: float = 0.5  # tests_pass_similarity: weight of the test result
     xfail_passes: bool = False  # True: an XFAIL FAIL_TO_PASS test passes (the official rule)
+    max_failing_sentinels: int = MAX_FAILING_SENTINELS  # per test run (harness/pytestguard.py)
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "timeout_s", "must be > 0")
         require(0.0 <= self.tests_weight <= 1.0, "tests_weight", "must be in [0, 1]")
-        require(self.isolation in ("auto", "namespaces", "none"), "isolation", "must be auto, namespaces or none")
+        require(self.isolation in ISOLATION_MODES, "isolation", f"must be one of {', '.join(ISOLATION_MODES)}")
 
     def env_options(self) -> EnvironmentOptions:
         return EnvironmentOptions(cache_dir=self.env_cache, index_url=self.index_url)
@@ -140,14 +149,17 @@ def tests_result(config: ExecutionConfig, instance_id: str, patch: str) -> dict[
     tests = instance.fail_to_pass + instance.pass_to_pass
     if not tests:
         raise ValueError(f"{instance_id} has no FAIL_TO_PASS or PASS_TO_PASS tests")
-    path = _cache_path(config, [instance_id, instance.base_commit, instance.test_patch, list(tests),
+    path = _cache_path(config, [RESULTS_VERSION, instance_id, instance.base_commit, instance.test_patch, list(tests),
                                 spec_to_dict(spec), env.key, config.timeout_s, config.memory_mb, config.xfail_passes,
-                                patch])
+                                config.max_failing_sentinels, patch])
     if path.is_file():
         return json.loads(path.read_text())
     run = run_tests(repo_dir, instance.base_commit, patch, tests, env, spec, test_patch=instance.test_patch,
-                    limits=config.limits(), isolation=isolation_mode(config.isolation),  # type: ignore[arg-type]
-                    work_dir=Path(config.work_dir) if config.work_dir else None)
+                    fail_to_pass=instance.fail_to_pass, limits=config.limits(),
+                    isolation=isolation_mode(config.isolation),  # type: ignore[arg-type]
+                    work_dir=Path(config.work_dir) if config.work_dir else None,
+                    history_root=config.env_options().history_root(),
+                    max_failing_sentinels=config.max_failing_sentinels)
     if run.error == "checkout_failed":
         raise RuntimeError(f"{instance_id}: {run.message}")
     status = tests_status(instance.fail_to_pass, instance.pass_to_pass, run.statuses, config.xfail_passes)
@@ -173,8 +185,8 @@ def compute_execution(meta: Mapping[str, Any], response: str, with_similarity: b
     new_contents, parse_info = pred
     config = from_dict(ExecutionConfig, meta["execution"], "execution")
     result = tests_result(config, meta["instance_id"], edit_patch(context, new_contents))
-    if result["error"] == "invalid_path":
-        return SWE_RL_MIN_SCORE, {**result, **parse_info, "kind": "invalid_path"}
+    if result["error"] in ("invalid_path", "tampered"):
+        return SWE_RL_MIN_SCORE, {**result, **parse_info, "kind": result["error"]}
     score = float(result["resolved"])
     info = {"kind": "ok", **result, **parse_info}
     if with_similarity:

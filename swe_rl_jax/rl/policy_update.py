@@ -73,13 +73,15 @@ def reward_metrics(payloads: Sequence[Any], rewards: Sequence[float],
                    infos: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """A step's `format_error_rate` (each response judged by its record's subtask), its
     `reward_timeout_rate` (scored at the time limit: the host's doing as much as the response's,
-    see docs/REWARDS.md) and mean reward per component, `reward/<subtask>`; one payload, reward
-    and info per response."""
+    see docs/REWARDS.md), its `tampered_rate` (execution rewards whose test run the code under
+    test was caught changing: a policy learning to forge shows here first) and mean reward per
+    component, `reward/<subtask>`; one payload, reward and info per response."""
     kinds = [str(info.get("kind", "unknown")) for info in infos]
     metrics = {
         "format_error_rate": float(np.mean([not format_ok(getattr(p, "subtask", None), kind)
                                             for p, kind in zip(payloads, kinds)])),
         "reward_timeout_rate": float(np.mean([kind == "timeout" for kind in kinds])),
+        "tampered_rate": float(np.mean([kind == "tampered" for kind in kinds])),
     }
     components: dict[str, list[float]] = {}
     for payload, value in zip(payloads, rewards):

@@ -6,7 +6,9 @@ identity, message and date (the original commit's date) and without any user or 
 configuration, so the same instance gives the same commit id on every machine. The commit is
 kept reachable by `refs/synth/<instance_id>`. `synthesize` writes its repositories this way, and
 `add_buggy_commits` rebuilds and checks them from an instances file (how the shipped synthesized sample gets
-its repositories back from the sample's own).
+its repositories back from the sample's own). The commit's parent is the fixed code, so the
+harness shows a run such a commit alone (harness/checkout.py: its committer, SYNTH_IDENTITY,
+marks it).
 """
 from __future__ import annotations
 
@@ -17,8 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from swe_rl_jax.data.sample import run_isolated_git
-
-SYNTH_IDENTITY = "swe_rl_jax synthesize <synthesize@swe-rl-jax.invalid>"
+from swe_rl_jax.harness.checkout import SYNTH_IDENTITY
 
 
 # The fields of an instance its buggy commit is rebuilt from (`build_buggy_commits`, `add_buggy_commits`).

@@ -187,7 +187,7 @@ def _baseline(repo: Path, commit: str, test_files: Sequence[str], env: Environme
     seconds = 0.0
     for _ in range(options.baseline_runs):
         run = run_tests(repo, commit, "", test_files, env, spec, limits=options.harness.limits, isolation=isolation,
-                        work_dir=Path(options.harness.work_dir))
+                        work_dir=Path(options.harness.work_dir), history_root=options.harness.env.history_root())
         if run.error:
             raise InputError(f"{repo}: the test suite does not run at {commit[:12]}: {run.error}: {run.message}")
         now = [t for t, s in run.statuses.items() if s in SUCCESS and "::" in t]
@@ -240,7 +240,7 @@ def synthesize_repo(source: RepoSource, spec: RepoSpec, out_dir: Path, options: 
         path = cand.mutation.path
         patch = git_diff({path: texts[path]}, {path: cand.source})
         run = run_tests(repo.path, original, patch, test_files, env, spec, limits=limits, isolation=isolation,
-                        work_dir=Path(options.harness.work_dir))
+                        work_dir=Path(options.harness.work_dir), history_root=options.harness.env.history_root())
         return classify(run, reference)
 
     done: collections.Counter = collections.Counter()
@@ -314,8 +314,9 @@ def verify_instances(instances: Sequence[Mapping[str, Any]], repos_dir: Path, sp
         spec = specs[inst.repo]
         env = ensure_environment(spec.environment, options.harness.env)
         run = run_tests(locator.find(inst.repo), inst.base_commit, "", inst.fail_to_pass + inst.pass_to_pass, env,
-                        spec, limits=options.harness.limits, isolation=isolation,
-                        work_dir=Path(options.harness.work_dir))
+                        spec, fail_to_pass=inst.fail_to_pass, limits=options.harness.limits, isolation=isolation,
+                        work_dir=Path(options.harness.work_dir), history_root=options.harness.env.history_root(),
+                        max_failing_sentinels=options.harness.max_failing_sentinels)
         if run.error:
             return f"buggy state: {run.error}"
         if any(run.statuses.get(t) in SUCCESS for t in inst.fail_to_pass):

@@ -1,0 +1,54 @@
+"""What a work tree holds, read without following links: a snapshot to compare before and after
+a sandboxed step (the install step may change only what integrity.install_may_change allows).
+
+Nothing of the sandbox runs while a snapshot is taken (the step's PID namespace is gone), and
+every file is opened with O_NOFOLLOW relative to a directory opened the same way, so a link the
+step left behind is read as a link, never followed by the harness (root).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import Iterator
+
+State = tuple[str, int, str]  # (kind: "file" | "link" | "other", permission bits, content digest or link target)
+
+
+def _entries(dir_fd: int, prefix: str, skip: frozenset[str]) -> Iterator[tuple[str, State]]:
+    for name in sorted(os.listdir(dir_fd)):
+        path = f"{prefix}{name}"
+        if path in skip:
+            continue
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode):
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            try:
+                yield from _entries(fd, f"{path}/", skip)
+            finally:
+                os.close(fd)
+        elif stat.S_ISLNK(info.st_mode):
+            yield path, ("link", 0, os.readlink(name, dir_fd=dir_fd))
+        elif stat.S_ISREG(info.st_mode):
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            with os.fdopen(fd, "rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            yield path, ("file", stat.S_IMODE(info.st_mode), digest)
+        else:  # a FIFO, socket or device node
+            yield path, ("other", stat.S_IMODE(info.st_mode), "")
+
+
+def snapshot(root: Path, skip: frozenset[str] = frozenset({".git"})) -> dict[str, State]:
+    """Every file, link and other non-directory under `root` (relative path → state), leaving out
+    the top-level entries named in `skip`."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        return dict(_entries(fd, "", skip))
+    finally:
+        os.close(fd)
+
+
+def changed_paths(before: dict[str, State], after: dict[str, State]) -> list[str]:
+    """Paths created, removed or changed between two snapshots, sorted."""
+    return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
