@@ -5,6 +5,7 @@ environment, the files the integrity reset puts back, and `git apply --3way` / a
 patches on a small git repository."""
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -439,9 +440,11 @@ from json import dumps as encode
 
 import pytest
 
+from pkg.text import parse
+
 
 def helper():
-    return 1
+    return parse(" 1 ")
 
 
 @pytest.mark.parametrize("x", [1, 2])
@@ -451,23 +454,37 @@ def test_sum_of_values(x):
 
 class TestGroup:
     def test_group_member(self):
-        assert helper() == 1
+        assert helper() == "1"
 
 
 def test_failing_value():
-    assert encode([]) == "{}"
+    assert encode([parse(" x ")]) == "{}"
 """
 
 
-def test_sentinels_are_the_files_own_tests_and_report_as_planned(tmp_path):
+def _function_source(root, sentinel) -> str:
+    import ast
+
+    tree = ast.parse((root / sentinel.file).read_text())
+    return next(ast.unparse(n) for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == sentinel.name)
+
+
+def test_sentinels_are_the_files_own_tests_and_report_as_planned(tmp_path, monkeypatch):
     """Placed into a real test file and run by pytest itself: every sentinel is collected as a test
     of that file and has the outcome it was written for; the file's own tests are unchanged; no
-    file or directory is added; the names are made of the file's words."""
+    file or directory is added; the names are made of the file's words; the must-fail ones call
+    what the file's tests call from the package under test, and fail inside it."""
+    import random
     import re
 
+    from swe_rl_jax.harness import pytestguard
     from swe_rl_jax.harness.logformats import parse_pytest_summary
     from swe_rl_jax.harness.pytestguard import place_sentinels
 
+    monkeypatch.setattr(pytestguard, "_RANDOM", random.Random(7))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "text.py").write_text("def parse(text):\n    return text.strip()\n")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_host.py").write_text(_SENTINEL_HOST)
     before = sorted(p.name for p in (tmp_path / "tests").iterdir())
@@ -479,8 +496,13 @@ def test_sentinels_are_the_files_own_tests_and_report_as_planned(tmp_path):
     for t in sentinels.tests:
         assert t.file == "tests/test_host.py" and t.name.startswith("test_")
         assert set(re.sub(r"_\d+$", "", t.name[5:]).split("_")) <= words, t.name
-    out = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_host.py"],
-                         cwd=tmp_path, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "--tb=short",
+                          "tests/test_host.py"], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)}).stdout
+    calling = [t for t in sentinels.tests if not t.must_pass and "parse(object())" in _function_source(tmp_path, t)]
+    assert calling, "no must-fail sentinel calls the package"
+    # pytest's short traceback of a calling sentinel goes through pkg/text.py, where the object has no .strip
+    assert "pkg/text.py:2: in parse" in out and "AttributeError: 'object' object has no attribute 'strip'" in out
     statuses = parse_pytest_summary(out)
     assert statuses["tests/test_host.py::test_sum_of_values[1]"] == "PASSED"
     assert statuses["tests/test_host.py::TestGroup::test_group_member"] == "PASSED"

@@ -47,7 +47,7 @@ import secrets
 import sys
 import tokenize
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from swe_rl_jax.harness.logformats import pytest_summary_sections
 from swe_rl_jax.harness.testlog import ERROR, FAILED, PASSED, SKIPPED
@@ -63,14 +63,21 @@ _RANDOM = secrets.SystemRandom()
 _WORD = re.compile(r"[a-z][a-z0-9]*")
 _FALLBACK_WORDS = ("value", "result", "check", "case", "basic", "default", "empty", "simple", "error", "order")
 _LOCALS = ("result", "value", "obj", "got", "item", "found", "actual", "target")
-# Bodies (the name `{n}` is bound at module level by the file's own imports; `{v}` a local). Only
-# `is` comparisons: `==` can be overloaded (unittest.mock.ANY equals everything), `is` cannot, so
-# a must-pass body always passes and a must-fail body always fails, whatever `{n}` is.
+# Bodies: `{n}` a name the file imports, `{c}` something its tests call that starts from such a name
+# (the package under test where the file imports from it), `{v}` and `{e}` locals. A must-fail body
+# that calls, calls as the file's tests do (with an argument no code expects, so the package
+# itself raises, or returns and the assertion fails), as a real failing test fails inside the
+# package or on an assertion after a call. Only `is` comparisons: `==` can be overloaded
+# (unittest.mock.ANY equals everything), `is` cannot, so a must-pass body always passes and a
+# must-fail body always fails, whatever `{n}` and `{c}` are.
 _PASSING_BODIES = ("    assert {n} is {n}\n", "    {v} = {n}\n    assert {v} is {n}\n",
                    "    {v} = [{n}]\n    assert {v}[0] is {n}\n", "    {v} = {{0: {n}}}\n    assert {v}[0] is {n}\n")
 _FAILING_BODIES = ("    assert {n} is not {n}\n", "    {v} = {n}\n    assert {v} is not {n}\n",
                    "    {v} = [{n}]\n    assert {v}[0] is not {n}\n",
                    "    {v} = {{0: {n}}}\n    assert {v}[0] is not {n}\n")
+_FAILING_CALLS = ("    {v} = {c}(object())\n    assert {v} is not {v}\n",
+                  "    try:\n        {v} = {c}(object())\n    except Exception as {e}:\n        {v} = {e}\n"
+                  "    assert {v} is not {v}\n")
 
 
 def runs_pytest(command: Sequence[str]) -> bool:
@@ -197,24 +204,42 @@ def _decode(data: bytes) -> tuple[str, str]:
     return data.decode(encoding), encoding
 
 
-def _imported_names(tree: ast.Module) -> list[str]:
-    """Names the module binds by top-level imports, those from outside the standard library first."""
-    local, stdlib = [], []
+def _imports(tree: ast.Module) -> list[tuple[str, str]]:
+    """(bound name, module it comes from) of the module's top-level imports (`__future__` and `*` left out)."""
     deleted = {t.id for node in tree.body if isinstance(node, ast.Delete) for t in node.targets
                if isinstance(t, ast.Name)}
+    pairs: list[tuple[str, str]] = []
     for node in tree.body:
         if isinstance(node, ast.Import):
-            pairs = [(a.asname or a.name.split(".")[0], a.name) for a in node.names]
+            pairs += [(a.asname or a.name.split(".")[0], a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
-            pairs = [(a.asname or a.name, ("." * node.level) + (node.module or "")) for a in node.names if a.name != "*"]
-        else:
-            continue
-        for bound, source in pairs:
-            if bound in deleted:
-                continue
-            top = source.lstrip(".").split(".")[0]
-            (stdlib if top in sys.stdlib_module_names and not source.startswith(".") else local).append(bound)
-    return list(dict.fromkeys(local or stdlib))
+            pairs += [(a.asname or a.name, "." * node.level + (node.module or "")) for a in node.names if a.name != "*"]
+    return [(bound, source) for bound, source in pairs if bound not in deleted]
+
+
+def _package_names(tree: ast.Module, is_package: Callable[[str], bool]) -> list[str]:
+    """Names the module imports from the package under test (`is_package` of the top-level module;
+    a relative import always), else from outside the standard library, else any."""
+    tiers: tuple[list[str], list[str], list[str]] = ([], [], [])
+    for bound, source in _imports(tree):
+        top = source.lstrip(".").split(".")[0]
+        tier = 0 if source.startswith(".") or is_package(top) else 2 if top in sys.stdlib_module_names else 1
+        tiers[tier].append(bound)
+    return list(dict.fromkeys(next((t for t in tiers if t), [])))
+
+
+def _callees(tree: ast.Module, names: Sequence[str]) -> list[str]:
+    """What the module's test functions call that starts from one of `names` (`parse`, `mod.Config`)."""
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            for call in (c for c in ast.walk(node) if isinstance(c, ast.Call)):
+                root = call.func
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(root, ast.Name) and root.id in names:
+                    out.append(ast.unparse(call.func))
+    return list(dict.fromkeys(out))
 
 
 def _test_words(tree: ast.Module) -> list[str]:
@@ -280,9 +305,14 @@ def _new_name(words: list[str], taken: set[str]) -> str:
             return name
 
 
-def _function(name: str, must_pass: bool, names: list[str]) -> str:
-    body = _RANDOM.choice(_PASSING_BODIES if must_pass else _FAILING_BODIES)
-    return f"def {name}():\n" + body.format(n=_RANDOM.choice(names), v=_RANDOM.choice(_LOCALS)) + "\n\n"
+def _function(name: str, must_pass: bool, names: Sequence[str], callees: Sequence[str]) -> str:
+    if must_pass:
+        bodies = _PASSING_BODIES
+    else:
+        bodies = _FAILING_CALLS if callees and _RANDOM.random() < 0.75 else _FAILING_BODIES
+    body = _RANDOM.choice(bodies).format(n=_RANDOM.choice(names), c=_RANDOM.choice(callees) if callees else "",
+                                         v=_RANDOM.choice(_LOCALS), e=_RANDOM.choice(("error", "exc", "err")))
+    return f"def {name}():\n{body}\n\n"
 
 
 def _new_module(worktree: Path, beside: str, taken: set[str]) -> _TestFile:
@@ -296,11 +326,12 @@ def _new_module(worktree: Path, beside: str, taken: set[str]) -> _TestFile:
 
 
 def place_sentinels(worktree: Path, directives: Sequence[str], fail_to_pass: Sequence[str],
-                    max_failing: int = MAX_FAILING_SENTINELS) -> Optional[Sentinels]:
+                    max_failing: int = MAX_FAILING_SENTINELS, import_roots: Sequence[str] = ("",)) -> Optional[Sentinels]:
     """Writes the sentinels into the test files among `directives` (module docstring): the
     must-fail ones, counted for the FAIL_TO_PASS tests `fail_to_pass` (none: counted for one),
     into the files that hold them (a forger could skip a file that holds none), at most
-    `max_failing`, the must-pass ones into any. None when the run names no test file of the work tree."""
+    `max_failing`, the must-pass ones into any; the package under test is what the work tree's
+    `import_roots` hold. None when the run names no test file of the work tree."""
     candidates = [d for d in dict.fromkeys(directives) if d.endswith(".py") and unsafe_path_reason(d, worktree) is None
                   and (worktree / d).is_file()]
     if not candidates:
@@ -315,9 +346,15 @@ def place_sentinels(worktree: Path, directives: Sequence[str], fail_to_pass: Seq
     plan += [(True, _RANDOM.choice(files)) for _ in range(PASSING_SENTINELS)]
     inserts: dict[str, dict[int, list[str]]] = {f.path: {} for f in files}
     sentinels = []
+    def is_package(top: str) -> bool:
+        return any((worktree / root / top).is_dir() or (worktree / root / f"{top}.py").is_file()
+                   for root in import_roots if unsafe_path_reason(posixpath.join(root, top) if root else top, worktree)
+                   is None)
+
     for must_pass, target in plan:
         name = _new_name(_test_words(target.tree), taken)
-        text = _function(name, must_pass, _imported_names(target.tree) or ["__name__"]).replace("\n", target.newline)
+        names = _package_names(target.tree, is_package) or ["__name__"]
+        text = _function(name, must_pass, names, _callees(target.tree, names)).replace("\n", target.newline)
         line = _RANDOM.choice(_insertion_lines(target.tree, len(target.lines)))
         inserts[target.path].setdefault(line, []).append(text)
         sentinels.append(Sentinel(target.path, name, must_pass))

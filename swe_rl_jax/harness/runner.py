@@ -69,7 +69,7 @@ from swe_rl_jax.harness.patching import ApplyResult, apply_patch
 from swe_rl_jax.harness.pytestguard import AUTOLOAD_OFF, MAX_FAILING_SENTINELS, place_sentinels, plugin_args, \
     runs_pytest
 from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, View, isolation_mode, prepare_sandbox, \
-    run_isolated
+    run_isolated, sandbox_user
 from swe_rl_jax.harness.specs import RepoSpec
 from swe_rl_jax.harness.testlog import FAILURE
 from swe_rl_jax.harness.treestate import changed_paths, snapshot
@@ -167,6 +167,7 @@ class _Prepared:
     applied: list[ApplyResult] = dataclasses.field(default_factory=list)
     reset: list[str] = dataclasses.field(default_factory=list)
     frozen: list[Path] = dataclasses.field(default_factory=list)  # read-only in the sandbox
+    uid: int = 0  # the sandbox's user for the run (sandbox.sandbox_user)
     error: str = ""
     message: str = ""
 
@@ -176,7 +177,7 @@ class _Prepared:
         shared = [p for e in self.envs if not e.path.is_relative_to(self.sandbox)
                   for p in (e.path, e.interpreter_prefix())]
         return View(self.sandbox, tuple([*shared, *([self.history] if self.history else []), *readable]),
-                    tuple(self.frozen))
+                    tuple(self.frozen), self.uid)
 
 
 def _scratch(work_dir: Optional[Path]) -> Path:
@@ -233,7 +234,7 @@ def _install(run: _Prepared, spec: RepoSpec, limits: Limits, test_files: Sequenc
         except EnvironmentBuildError as e:
             run.error, run.message = "install_failed", f"the overlay environment: {e}"
             return
-    prepare_sandbox(run.sandbox, run.isolation)
+    prepare_sandbox(run.sandbox, run.isolation, run.uid)
     steps = [*spec.pre_install, *([spec.install] if spec.install else [])]
     if not steps:
         return
@@ -290,18 +291,19 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
         worktree = run.worktree
         command = test_command(spec.test_cmd, spec.directives, test_patch, test_ids,
                                lambda path: unsafe_path_reason(path, worktree) is None and (worktree / path).is_file())
-        sentinels = (place_sentinels(worktree, command, fail_to_pass, max_failing_sentinels) if runs_pytest(command)
-                     else None)
+        sentinels = (place_sentinels(worktree, command, fail_to_pass, max_failing_sentinels, ["", *spec.pythonpath])
+                     if runs_pytest(command) else None)
         if runs_pytest(command):
             command += plugin_args(env.site_packages())
         run.frozen = _frozen_files(worktree, command)
-        _install(run, spec, _install_limits(limits, install_timeout_s),
-                 [*(patch_files(test_patch) if test_patch.strip() else []), *test_files,
-                  *(str(f.relative_to(worktree)) for f in run.frozen)])
-        if run.error:
-            return TestRun({}, tuple(run.applied), run.error, run.message, isolation=isolation,
-                           reset_files=tuple(run.reset))
-        result = _in_sandbox(command, run, spec, limits)
+        with sandbox_user(isolation) as run.uid:
+            _install(run, spec, _install_limits(limits, install_timeout_s),
+                     [*(patch_files(test_patch) if test_patch.strip() else []), *test_files,
+                      *(str(f.relative_to(worktree)) for f in run.frozen)])
+            if run.error:
+                return TestRun({}, tuple(run.applied), run.error, run.message, isolation=isolation,
+                               reset_files=tuple(run.reset))
+            result = _in_sandbox(command, run, spec, limits)
         logged = parse_log(spec.log_format, result.output)
         statuses = sentinels.strip(logged) if sentinels else logged
         tampering = sentinels.tampering(logged, result.returncode, result.output) if sentinels else None
@@ -359,15 +361,18 @@ def run_script(repo_dir: Path, commit: str, model_patch: str, script: str, env: 
     scratch = _scratch(work_dir)
     try:
         run = _prepare(scratch, repo_dir, commit, model_patch, env, spec, "", [], isolation, history_root)
-        if not run.error:
-            _install(run, spec, _install_limits(limits, install_timeout_s), [])
         if run.error:
             return ScriptRun("", None, False, tuple(run.applied), run.error, run.message, isolation=isolation,
                              reset_files=tuple(run.reset))
         path = scratch / SCRIPT_NAME
         path.write_text(script, encoding="utf-8")
         path.chmod(0o444)
-        result = _in_sandbox([str(run.envs[0].python), str(path)], run, spec, limits, readable=[path])
+        with sandbox_user(isolation) as run.uid:
+            _install(run, spec, _install_limits(limits, install_timeout_s), [])
+            if run.error:
+                return ScriptRun("", None, False, tuple(run.applied), run.error, run.message, isolation=isolation,
+                                 reset_files=tuple(run.reset))
+            result = _in_sandbox([str(run.envs[0].python), str(path)], run, spec, limits, readable=[path])
         completed = not result.timed_out and result.returncode is not None and result.returncode >= 0
         error, message = ("timeout", f"the script ran past {limits.describe()} and was killed") \
             if result.timed_out else ("", "")

@@ -17,14 +17,20 @@ Three modes, chosen once per process by `isolation_mode("auto")` (the strongest 
   directories, no instances or predictions files, no other clones, environments or runs. The
   network namespace has only a loopback device. bubblewrap runs as root without a user namespace
   (a user namespace would map the sandbox's user to root outside, making what it writes root's);
-  `setpriv` then drops to the host's `nobody` (uid 65534) with no capabilities and
-  `no_new_privs`, so what the sandbox writes is nobody's and it cannot undo a mount.
+  `setpriv` then drops to a user of the run's own (`sandbox_user`: a uid of its own among
+  UID_SLOTS from UID_BASE, held with a lock for the run, no account on the host) with no
+  capabilities and `no_new_privs`, so what the sandbox writes is that user's, it cannot undo a
+  mount, and what counts per user (the process limit) is the run's alone. A seccomp filter
+  refuses the kernel's keyring calls (`add_key`, `request_key`, `keyctl`: a user's keyring
+  would outlive the run), and `/etc/passwd`, `group`, `hosts` and `hostname` are the sandbox's
+  own, handed to bubblewrap through pipes (nothing is left on disk).
 - `namespaces` (the fallback where bubblewrap is missing: root with util-linux `unshare`): new
   network, mount, PID, IPC and UTS namespaces; the root file system remounted read-only and only
   the sandbox directory writable, a private `/dev/shm`; the directories the sandbox user must
   pass through (say `/root`, holding the interpreter) opened with `chmod o+x` in an overlay;
-  then the same drop to `nobody`. Everything readable on the host stays readable (other clones,
-  the instances file), so this mode does not keep answers out of reach (docs/HARNESS.md).
+  then the drop to the host's `nobody` (uid 65534), shared by every run. Everything readable on
+  the host stays readable (other clones, the instances file), so this mode does not keep answers
+  out of reach (docs/HARNESS.md).
 - `none` (anything else, e.g. not root): a plain child process in its own session, with HOME and
   TMPDIR in the sandbox and the same resource limits; it can reach the network and write wherever
   the user may. `run_isolated` reports the mode it used, and reports say it.
@@ -47,18 +53,21 @@ neither block on a full pipe nor fill the harness's memory.
 """
 from __future__ import annotations
 
-import atexit
+import contextlib
 import dataclasses
+import fcntl
 import functools
 import os
+import secrets
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Literal, Mapping, Sequence
+from typing import Iterator, Literal, Mapping, Sequence
 
 from swe_rl_jax.config import require
 
@@ -69,8 +78,7 @@ _MAX_OUTPUT_CHARS = 4 << 20  # what is kept of a run's output (its end: pytest's
 WALL_FACTOR = 3.0  # the default wall-clock backstop, in units of the CPU-time limit
 _POLL_S = 0.25  # how often a running command's CPU time is read
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-_SETPRIV = ["setpriv", "--pdeathsig", "KILL", f"--reuid={NOBODY_UID}", f"--regid={NOBODY_UID}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+UID_BASE, UID_SLOTS = 3_000_000, 4096  # bwrap: each run's user, outside the ranges hosts give accounts and subuids
 # The system as the sandbox sees it (bwrap): the directories of programs and libraries, and of
 # /etc only what they read (the dynamic linker's cache, Debian's `alternatives` links of /usr/bin,
 # time zone, MIME types and certificates that Python's standard library reads, the release files
@@ -80,12 +88,12 @@ _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_ENTRIES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "mime.types",
                 "nsswitch.conf", "os-release", "debian_version", "lsb-release", "protocols", "services", "ssl",
                 "ca-certificates")
-_IDENTITY_FILES = {
-    "passwd": f"root:x:0:0:root:/root:/bin/sh\nnobody:x:{NOBODY_UID}:{NOBODY_UID}:nobody:/nonexistent:/bin/sh\n",
-    "group": f"root:x:0:\nnogroup:x:{NOBODY_UID}:\n",
-    "hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-    "hostname": "sandbox\n",
-}
+# Seccomp (bwrap): the kernel's keyring calls get ENOSYS. Per audit architecture, the numbers of
+# add_key, request_key and keyctl (x86_64 also under the x32 bit).
+_KEYRING_CALLS = {0xC000003E: (248, 249, 250, 0x40000000 | 248, 0x40000000 | 249, 0x40000000 | 250),
+                  0x40000003: (286, 287, 288), 0xC00000B7: (217, 218, 219)}
+_ENOSYS = 38
+
 # Inside the new namespaces (namespaces mode), as root: a private /dev/shm; the directories the
 # sandbox user must pass through but may not (say /root, holding the interpreter) opened with
 # `chmod o+x` inside an overlay of the topmost such directory, whose upper layer is in that tmpfs
@@ -147,6 +155,7 @@ class View:
     sandbox: Path  # read-write: the run's work tree, HOME, TMPDIR, overlay environment
     readable: tuple[Path, ...] = ()  # host paths seen read-only at their own paths
     frozen: tuple[Path, ...] = ()  # paths inside `sandbox` seen read-only (bwrap)
+    uid: int = NOBODY_UID  # who the command runs as (bwrap: the run's own, `sandbox_user`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,19 +190,52 @@ def closed_ancestors(paths: Sequence[Path]) -> list[Path]:
     return sorted(out, key=lambda d: len(d.parts))
 
 
-@functools.lru_cache(maxsize=None)
-def _identity_dir() -> Path:
-    """This process's `passwd`, `group`, `hosts` and `hostname` for the sandboxes (bwrap)."""
-    path = Path(tempfile.mkdtemp(prefix="swe-rl-jax-sandbox-etc-"))
-    atexit.register(shutil.rmtree, path, True)
-    path.chmod(0o755)
-    for name, text in _IDENTITY_FILES.items():
-        (path / name).write_text(text)
-        (path / name).chmod(0o444)
-    return path
+def _identity(uid: int) -> dict[str, str]:
+    """The sandbox's own account files: root, and its user."""
+    return {"passwd": f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{uid}:{uid}:sandbox:/nonexistent:/bin/sh\n",
+            "group": f"root:x:0:\nsandbox:x:{uid}:\n",
+            "hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+            "hostname": "sandbox\n"}
 
 
-def _system_args() -> list[str]:
+def keyring_filter() -> bytes:
+    """A classic-BPF seccomp program (the array of `struct sock_filter` bubblewrap's `--seccomp`
+    reads): ENOSYS for the keyring calls of x86_64 (and x32), i386 and aarch64, everything else allowed."""
+    ld_arch, ld_nr = (0x20, 0, 0, 4), (0x20, 0, 0, 0)  # BPF_LD|BPF_W|BPF_ABS of seccomp_data.arch / .nr
+    allow, deny = (0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x00050000 | _ENOSYS)  # BPF_RET: ALLOW, ERRNO
+    program: list = [ld_arch]
+    for arch, calls in _KEYRING_CALLS.items():
+        # if arch != A: jump past this block (its ld, one test per call, its allow)
+        program.append((0x15, 0, len(calls) + 2, arch))  # BPF_JMP|BPF_JEQ|BPF_K
+        program.append(ld_nr)
+        program += [(0x15, "deny", 0, nr) for nr in calls]
+        program.append(allow)
+    program += [allow, deny]
+    out = b""
+    for i, (code, jt, jf, k) in enumerate(program):
+        jt = len(program) - 1 - (i + 1) if jt == "deny" else jt
+        out += struct.pack("<HBBI", code, jt, jf, k)
+    return out
+
+
+@contextlib.contextmanager
+def _data_fds(payloads: Mapping[str, bytes]) -> Iterator[dict[str, int]]:
+    """A pipe per payload, written and closed: the read ends bubblewrap copies from (`--ro-bind-data`,
+    `--seccomp`). Each payload is far below a pipe's buffer, so writing cannot block."""
+    fds: dict[str, int] = {}
+    try:
+        for name, data in payloads.items():
+            read, write = os.pipe()
+            fds[name] = read
+            os.write(write, data)
+            os.close(write)
+        yield fds
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _system_args(fds: Mapping[str, int]) -> list[str]:
     args: list[str] = []
     for directory in _SYSTEM_DIRS:
         if os.path.islink(directory):
@@ -203,19 +245,18 @@ def _system_args() -> list[str]:
     args += ["--perms", "0755", "--dir", "/etc"]
     for entry in _ETC_ENTRIES:
         args += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
-    identity = _identity_dir()
-    for name in _IDENTITY_FILES:
-        args += ["--ro-bind", str(identity / name), f"/etc/{name}"]
+    for name in ("passwd", "group", "hosts", "hostname"):
+        args += ["--perms", "0444", "--ro-bind-data", str(fds[name]), f"/etc/{name}"]
     return args
 
 
-def _bwrap_command(view: View, cwd: Path) -> list[str]:
+def _bwrap_command(view: View, cwd: Path, fds: Mapping[str, int]) -> list[str]:
     """bubblewrap's arguments up to the command: namespaces, then the view (docstring). The private
     /tmp comes before the binds, which may lie below it; the directories above a bound path are
-    made 0755 (bubblewrap's own are 0700, which the sandbox user could not pass)."""
+    made 0755 (bubblewrap's own are 0700, which the sandbox's user could not pass)."""
     args = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", "sandbox", "--die-with-parent", "--new-session", *_system_args(),
-            "--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--tmpfs", "/dev/shm",
+            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--seccomp", str(fds["seccomp"]),
+            *_system_args(fds), "--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--tmpfs", "/dev/shm",
             "--perms", "01777", "--tmpfs", "/tmp"]
     made = {"/", "/tmp", "/usr", "/etc"}
 
@@ -236,6 +277,11 @@ def _bwrap_command(view: View, cwd: Path) -> list[str]:
     return args + ["--chdir", str(cwd), "--"]
 
 
+def _setpriv(uid: int) -> list[str]:
+    return ["setpriv", "--pdeathsig", "KILL", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
 def _namespaces_command(view: View) -> list[str]:
     closed = closed_ancestors(view.readable)
     roots = [str(d) for d in closed if not any(a in closed for a in d.parents)]
@@ -248,26 +294,37 @@ def _namespaces_command(view: View) -> list[str]:
             str(len(roots)), *roots, str(len(closed)), *map(str, closed)]
 
 
-def wrap_command(cmd: Sequence[str], view: View, limits: Limits, isolation: str, cwd: Path) -> list[str]:
-    """The full command line that runs `cmd` in `cwd` under `isolation` and `limits`, seeing `view`."""
+def wrap_command(cmd: Sequence[str], view: View, limits: Limits, isolation: str, cwd: Path,
+                 fds: Mapping[str, int] = {}) -> list[str]:
+    """The full command line that runs `cmd` in `cwd` under `isolation` and `limits`, seeing `view`
+    (bwrap: `fds` from `_data_fds(_payloads(view))`)."""
     limited = _prlimit(limits, isolation) + list(cmd)
     if isolation == "none":
         return limited
     if isolation == "bwrap":
-        return _bwrap_command(view, cwd) + _SETPRIV + limited
-    return _namespaces_command(view) + _SETPRIV + limited
+        return _bwrap_command(view, cwd, fds) + _setpriv(view.uid) + limited
+    return _namespaces_command(view) + _setpriv(NOBODY_UID) + limited
+
+
+def _payloads(view: View, isolation: str) -> dict[str, bytes]:
+    if isolation != "bwrap":
+        return {}
+    return {**{k: v.encode() for k, v in _identity(view.uid).items()}, "seccomp": keyring_filter()}
 
 
 def _probe(isolation: str) -> bool:
-    """Does a command start in `isolation` here, as the sandbox user?"""
-    with tempfile.TemporaryDirectory() as probe:
+    """Does a command start in `isolation` here, as the sandbox's user?"""
+    with tempfile.TemporaryDirectory() as probe, sandbox_user(isolation) as uid:
         os.chmod(probe, 0o755)
+        view = View(Path(probe), uid=uid)
         try:
-            result = subprocess.run(wrap_command(["id", "-u"], View(Path(probe)), Limits(), isolation, Path(probe)),
-                                    cwd=probe, capture_output=True, text=True, timeout=30, check=False)
+            with _data_fds(_payloads(view, isolation)) as fds:
+                result = subprocess.run(wrap_command(["id", "-u"], view, Limits(), isolation, Path(probe), fds),
+                                        cwd=probe, capture_output=True, text=True, timeout=30, check=False,
+                                        pass_fds=tuple(fds.values()))
         except (OSError, subprocess.TimeoutExpired):
             return False
-    return result.returncode == 0 and result.stdout.strip() == str(NOBODY_UID)
+    return result.returncode == 0 and result.stdout.strip() == str(NOBODY_UID if isolation == "namespaces" else uid)
 
 
 @functools.lru_cache(maxsize=None)
@@ -309,17 +366,53 @@ def check_work_dir(work_dir: Path, isolation: str) -> None:
             "(nobody) may not pass through; pick a work directory below world-traversable directories")
 
 
-def prepare_sandbox(sandbox_dir: Path, isolation: str) -> None:
-    """Hands what is inside the sandbox to the user the command runs as (nobody in the namespace
-    modes). The sandbox directory itself stays root's (0755): its user may change what is in the
-    work tree but cannot rename the tree or put a symlink in its place."""
+def _uid_locks() -> Path:
+    """The directory of the per-run users' locks: root's, 0700, not a link."""
+    path = Path(tempfile.gettempdir()) / "swe-rl-jax-sandbox-users"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    info = os.lstat(path)
+    require(stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o077, "isolation",
+            f"{path} must be a directory of this user's, 0700 (it holds the sandbox users' locks)")
+    return path
+
+
+@contextlib.contextmanager
+def sandbox_user(isolation: str) -> Iterator[int]:
+    """The user a run's commands run as, for the whole run: in bwrap mode a uid no other run holds
+    meanwhile (a lock on its slot, dropped when the run or its process ends), so that what the
+    kernel counts per user (processes) and what a user may touch are the run's alone; nobody in
+    namespaces mode; the caller in `none`."""
+    if isolation != "bwrap":
+        yield NOBODY_UID if isolation == "namespaces" else os.getuid()
+        return
+    locks = _uid_locks()
+    for slot in secrets.SystemRandom().sample(range(UID_SLOTS), UID_SLOTS):
+        fd = os.open(locks / str(slot), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield UID_BASE + slot
+        finally:
+            os.close(fd)
+        return
+    raise RuntimeError(f"all {UID_SLOTS} sandbox users are taken by runs going on")
+
+
+def prepare_sandbox(sandbox_dir: Path, isolation: str, uid: int = NOBODY_UID) -> None:
+    """Hands what is inside the sandbox to `uid`, the user the command runs as (namespace modes).
+    The sandbox directory itself stays root's (0755): its user may change what is in the work
+    tree but cannot rename the tree or put a symlink in its place."""
     if isolation == "none":
         return
     check_work_dir(sandbox_dir, isolation)
     sandbox_dir.chmod(0o755)
     for root, dirs, files in os.walk(sandbox_dir):
         for name in [*dirs, *files]:
-            os.lchown(os.path.join(root, name), NOBODY_UID, NOBODY_UID)
+            os.lchown(os.path.join(root, name), uid, uid)
 
 
 def _stat_times(pid: int) -> float:
@@ -363,10 +456,10 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str,
     Never leaves a process behind: on a time limit, and on any exception while waiting (e.g. a
     reward's own time limit firing), the process group is killed before returning or raising."""
     start = time.perf_counter()
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd), cwd=cwd, env=dict(env),
+    with tempfile.TemporaryFile() as log, _data_fds(_payloads(view, isolation)) as fds:
+        proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd, fds), cwd=cwd, env=dict(env),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, pass_fds=tuple(fds.values()))
         timed_out, cpu = False, 0.0
         try:
             while True:
