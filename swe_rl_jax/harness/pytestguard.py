@@ -75,8 +75,11 @@ _PASSING_BODIES = ("    assert {n} is {n}\n", "    {v} = {n}\n    assert {v} is 
 _FAILING_BODIES = ("    assert {n} is not {n}\n", "    {v} = {n}\n    assert {v} is not {n}\n",
                    "    {v} = [{n}]\n    assert {v}[0] is not {n}\n",
                    "    {v} = {{0: {n}}}\n    assert {v}[0] is not {n}\n")
-_FAILING_CALLS = ("    {v} = {c}(object())\n    assert {v} is not {v}\n",
-                  "    try:\n        {v} = {c}(object())\n    except Exception as {e}:\n        {v} = {e}\n"
+# A call's own outcome exceptions (pytest.skip, xfail and exit, SystemExit: BaseException, not
+# Exception) are caught, so a sentinel that calls still fails, and never ends the session.
+_FAILING_CALLS = ("    try:\n        {v} = {c}(object())\n    except Exception:\n        raise\n"
+                  "    except BaseException as {e}:\n        {v} = {e}\n    assert {v} is not {v}\n",
+                  "    try:\n        {v} = {c}(object())\n    except BaseException as {e}:\n        {v} = {e}\n"
                   "    assert {v} is not {v}\n")
 
 
