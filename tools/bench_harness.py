@@ -64,7 +64,7 @@ def measure(code: Path, root: Path, workers: int) -> tuple[float, str]:
     """One evaluation by the package in `code`, in a process of its own: (seconds, isolation)."""
     out = subprocess.run([sys.executable, "-c", _MEASURE, str(SAMPLE_DIR), str(root / "repos"), str(root / "envs"),
                           str(root / "work"), str(workers)], env={**os.environ, "PYTHONPATH": str(code)},
-                         capture_output=True, text=True, check=True).stdout
+                         cwd=code, capture_output=True, text=True, check=True).stdout  # `-c` imports from its cwd first
     row = json.loads(out.strip().splitlines()[-1])
     return row["seconds"], row["isolation"]
 
