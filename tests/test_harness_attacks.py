@@ -35,6 +35,16 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     outcome.get_result().outcome = "passed"
 """
+# Registers `_Forced()` (a plugin the code defines before) with pytest's plugin manager, found in memory.
+REGISTER_FORCED = """
+
+if "_pytest.config" in _sys.modules:
+    from _pytest.config import PytestPluginManager as _PM
+
+    for _o in _gc.get_objects():
+        if isinstance(_o, _PM) and not _o.has_plugin("forced"):
+            _o.register(_Forced(), "forced")
+"""
 # Code that, wherever it runs inside the test process, finds pytest's plugin manager in memory
 # and registers a plugin that reports every test as passed.
 REGISTER_IN_MEMORY = """
@@ -52,15 +62,7 @@ class _Forced:
             outcome.get_result().outcome = "passed"
 
         self.pytest_runtest_makereport = pytest_runtest_makereport
-
-
-if "_pytest.config" in _sys.modules:
-    from _pytest.config import PytestPluginManager as _PM
-
-    for _o in _gc.get_objects():
-        if isinstance(_o, _PM) and not _o.has_plugin("forced"):
-            _o.register(_Forced(), "forced")
-"""
+""" + REGISTER_FORCED
 # Package code that prints a forged pytest summary naming the instance's tests passed, at exit,
 # and ends the process with status 0.
 FORGE_AT_EXIT = f"""

@@ -82,6 +82,7 @@ from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.harness import Limits, ensure_environment, evaluate_predictions, load_specs, run_script, spec_for
 from swe_rl_jax.rewards import git_diff
 from swe_rl_jax.synth.sample import SYNTH_INSTANCES, add_sample_synth_commits
+from test_harness_attacks import REGISTER_FORCED
 
 if os.geteuid() != 0:
     pytest.skip("the sandbox needs root (namespaces / bubblewrap as root); these attacks test it",
@@ -199,15 +200,7 @@ class _Forced:
                 outcome.get_result().outcome = "passed"
 
         self.pytest_runtest_makereport = pytest_runtest_makereport
-
-
-if "_pytest.config" in _sys.modules:
-    from _pytest.config import PytestPluginManager as _PM
-
-    for _o in _gc.get_objects():
-        if isinstance(_o, _PM) and not _o.has_plugin("forced"):
-            _o.register(_Forced(), "forced")
-'''
+''' + REGISTER_FORCED
 TELLS = {
     "sentinel_dir": 'return any(p.startswith("sentinel_") for p in item.path.parts)',
     "root_owned": "return _os.stat(item.path).st_uid == 0",
@@ -601,18 +594,28 @@ def test_the_gold_patch_on_disk_is_out_of_reach(gold_on_disk, where):
     assert record["tests_status"]["FAIL_TO_PASS"]["failure"] == list(CONFIGLET.fail_to_pass), _brief(record)
 
 
-# (b) git history in the run's repository: a commit whose parent is the base, by each way git
-# (or the repository's files) can name it; its diff applied.
-HISTORY_THIEF = APPLY + r'''
+# What the thieves below share: git in the work tree (or another git directory), stdout or "".
+GIT_IN = r'''
 
-def _steal_from_history():
-    import os, subprocess
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def _git_in(here):
+    import subprocess
 
     def git(*args, git_dir=None):
         cmd = ["git", "-c", "safe.directory=*"] + (["--git-dir=" + git_dir] if git_dir else []) + list(args)
         proc = subprocess.run(cmd, cwd=here, capture_output=True, text=True)
         return proc.stdout if proc.returncode == 0 else ""
+    return git
+'''
+
+
+# (b) git history in the run's repository: a commit whose parent is the base, by each way git
+# (or the repository's files) can name it; its diff applied.
+HISTORY_THIEF = APPLY + GIT_IN + r'''
+
+def _steal_from_history():
+    import os, subprocess
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    git = _git_in(here)
 
     def source_git_dir():
         alternates = os.path.join(here, ".git", "objects", "info", "alternates")
@@ -698,16 +701,12 @@ def test_git_history_after_the_base_is_out_of_reach(history, method):
 
 
 # (c) a synthesized instance: its base commit's parent is the original (fixed) code.
-SYNTH_THIEF = APPLY + r'''
+SYNTH_THIEF = APPLY + GIT_IN + r'''
 
 def _steal_synth_parent():
     import os, subprocess
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-    def git(*args, git_dir=None):
-        cmd = ["git", "-c", "safe.directory=*"] + (["--git-dir=" + git_dir] if git_dir else []) + list(args)
-        proc = subprocess.run(cmd, cwd=here, capture_output=True, text=True)
-        return proc.stdout if proc.returncode == 0 else ""
+    git = _git_in(here)
 
     head = git("rev-parse", "HEAD").strip()
     originals = []

@@ -417,6 +417,9 @@ def test_summaries_that_pytest_does_not_print_are_tampering():
     teardown = _summary("PASSED tests/test_x.py::test_a", "ERROR tests/test_x.py::test_a - RuntimeError",
                         "PASSED tests/test_x.py::test_p", "FAILED tests/test_x.py::test_f")
     assert s.tampering({**statuses, "tests/test_x.py::test_a": "ERROR"}, 1, teardown) is None
+    both = _summary("ERROR tests/test_x.py::test_a - KeyError", "ERROR tests/test_x.py::test_a - RuntimeError",
+                    "PASSED tests/test_x.py::test_p", "FAILED tests/test_x.py::test_f")
+    assert s.tampering({**statuses, "tests/test_x.py::test_a": "ERROR"}, 1, both) is None  # set-up and teardown
     # A nested run a test prints (pytest's own tests do) comes before the real summary and names no sentinel.
     nested = _summary("PASSED test_nested.py::test_inner") + _summary(*forged)
     assert s.tampering(statuses, 1, nested) is None
@@ -440,7 +443,7 @@ from json import dumps as encode
 
 import pytest
 
-from pkg.text import parse
+from pkg.text import halt, parse
 
 
 def helper():
@@ -459,6 +462,11 @@ class TestGroup:
 
 def test_failing_value():
     assert encode([parse(" x ")]) == "{}"
+
+
+def test_halts_on_text_only():
+    assert halt("x") is None
+    pytest.skip("pytest's own API is never what a sentinel calls")
 """
 
 
@@ -481,10 +489,14 @@ def test_sentinels_are_the_files_own_tests_and_report_as_planned(tmp_path, monke
     from swe_rl_jax.harness.logformats import parse_pytest_summary
     from swe_rl_jax.harness.pytestguard import place_sentinels
 
-    monkeypatch.setattr(pytestguard, "_RANDOM", random.Random(7))
+    # A seed whose plan has, among the must-fail sentinels, one that lets parse's exception through
+    # and one that calls halt (the plan is checked below, so another seed cannot pass unseen).
+    monkeypatch.setattr(pytestguard, "_RANDOM", random.Random(3))
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
-    (tmp_path / "pkg" / "text.py").write_text("def parse(text):\n    return text.strip()\n")
+    (tmp_path / "pkg" / "text.py").write_text(
+        "def parse(text):\n    return text.strip()\n\n\n"
+        "def halt(value):\n    if not isinstance(value, str):\n        import pytest\n        pytest.exit('halted')\n")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_host.py").write_text(_SENTINEL_HOST)
     before = sorted(p.name for p in (tmp_path / "tests").iterdir())
@@ -492,21 +504,25 @@ def test_sentinels_are_the_files_own_tests_and_report_as_planned(tmp_path, monke
                                 ["tests/test_host.py::test_failing_value"], max_failing=6)
     assert sorted(p.name for p in (tmp_path / "tests").iterdir()) == before
     assert sum(not t.must_pass for t in sentinels.tests) == 6 and sum(t.must_pass for t in sentinels.tests) == 2
-    words = {"sum", "of", "values", "group", "member", "failing", "value"}
+    words = {"sum", "of", "values", "group", "member", "failing", "value", "halts", "on", "text", "only"}
     for t in sentinels.tests:
         assert t.file == "tests/test_host.py" and t.name.startswith("test_")
         assert set(re.sub(r"_\d+$", "", t.name[5:]).split("_")) <= words, t.name
     out = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "--tb=short",
                           "tests/test_host.py"], cwd=tmp_path, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(tmp_path)}).stdout
-    calling = [t for t in sentinels.tests if not t.must_pass and "parse(object())" in _function_source(tmp_path, t)]
-    assert calling, "no must-fail sentinel calls the package"
+    sources = [_function_source(tmp_path, t) for t in sentinels.tests if not t.must_pass]
+    assert any("parse(object())" in s and "raise" in s for s in sources), sources
+    # One that calls a package function ending the session (pytest.exit) fails and the session goes on;
+    # pytest's own API (pytest.skip) is never called.
+    assert any("halt(object())" in s for s in sources) and not any("pytest." in s for s in sources)
     # pytest's short traceback of a calling sentinel goes through pkg/text.py, where the object has no .strip
     assert "pkg/text.py:2: in parse" in out and "AttributeError: 'object' object has no attribute 'strip'" in out
     statuses = parse_pytest_summary(out)
     assert statuses["tests/test_host.py::test_sum_of_values[1]"] == "PASSED"
     assert statuses["tests/test_host.py::TestGroup::test_group_member"] == "PASSED"
     assert statuses["tests/test_host.py::test_failing_value"] == "FAILED"
+    assert "halted" not in out.split("short test summary info")[-1]  # no Exit ended the run
     for t in sentinels.tests:
         assert statuses[f"tests/test_host.py::{t.name}"] == ("PASSED" if t.must_pass else "FAILED")
     assert sentinels.tampering(statuses, 1, out) is None

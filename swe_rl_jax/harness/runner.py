@@ -171,6 +171,14 @@ class _Prepared:
     error: str = ""
     message: str = ""
 
+    def failed_tests(self) -> TestRun:
+        return TestRun({}, tuple(self.applied), self.error, self.message, isolation=self.isolation,
+                       reset_files=tuple(self.reset))
+
+    def failed_script(self) -> ScriptRun:
+        return ScriptRun("", None, False, tuple(self.applied), self.error, self.message, isolation=self.isolation,
+                         reset_files=tuple(self.reset))
+
     def view(self, *readable: Path) -> View:
         """What the run's commands see: its sandbox, the cached environments and their interpreters,
         the history store, and `readable`."""
@@ -222,10 +230,14 @@ def _in_sandbox(cmd: list[str], run: _Prepared, spec: RepoSpec, limits: Limits,
                         isolation=run.isolation)
 
 
-def _install(run: _Prepared, spec: RepoSpec, limits: Limits, test_files: Sequence[str]) -> None:
+def _install(run: _Prepared, spec: RepoSpec, limits: Limits, install_timeout_s: float,
+             test_files: Sequence[str]) -> None:
     """Hands the sandbox to its user, makes the overlay (for an `install` step) and runs the install
-    steps; sets the run's error when one fails (`install_failed`) or changed what it may not
-    (`tampered`, integrity.install_may_change)."""
+    steps with the test run's `limits` but `install_timeout_s` (builds of compiled extensions take
+    longer); sets the run's error when one fails (`install_failed`) or changed what it may not
+    (`tampered`, integrity.install_may_change; `test_files`: the run's)."""
+    limits = dataclasses.replace(limits, timeout_s=max(limits.timeout_s, install_timeout_s),
+                                 wall_timeout_s=max(limits.wall_s(), install_timeout_s) if limits.wall_timeout_s else 0.0)
     for name in ("home", "tmp"):
         (run.sandbox / name).mkdir()
     if spec.install:
@@ -246,18 +258,13 @@ def _install(run: _Prepared, spec: RepoSpec, limits: Limits, test_files: Sequenc
             run.error, run.message = "install_failed", f"{step!r} {why}: {result.output[-1500:]}"
             return
     after = snapshot(run.worktree)
+    # A link or device node it made is refused wherever it is; a file it made, changed or removed, by the rules.
     forbidden = [p for p in changed_paths(before, after) if after.get(p, ("",))[0] not in ("", "file")
                  or not install_may_change(p, test_files, run.base_paths, spec.pythonpath)]
     if forbidden:
         run.error = "tampered"
         run.message = (f"the install step changed what it may not ({len(forbidden)} paths), e.g. {forbidden[0]!r} "
                        f"({after.get(forbidden[0], ('removed',))[0]})")
-
-
-def _install_limits(limits: Limits, install_timeout_s: float) -> Limits:
-    """The test run's limits with the install steps' time (builds of compiled extensions take longer)."""
-    return dataclasses.replace(limits, timeout_s=max(limits.timeout_s, install_timeout_s),
-                               wall_timeout_s=max(limits.wall_s(), install_timeout_s) if limits.wall_timeout_s else 0.0)
 
 
 def _frozen_files(worktree: Path, command: Sequence[str]) -> list[Path]:
@@ -286,8 +293,7 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
         run = _prepare(scratch, repo_dir, commit, model_patch, env, spec, test_patch, test_files, isolation,
                        history_root)
         if run.error:
-            return TestRun({}, tuple(run.applied), run.error, run.message, isolation=isolation,
-                           reset_files=tuple(run.reset))
+            return run.failed_tests()
         worktree = run.worktree
         command = test_command(spec.test_cmd, spec.directives, test_patch, test_ids,
                                lambda path: unsafe_path_reason(path, worktree) is None and (worktree / path).is_file())
@@ -297,12 +303,11 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
             command += plugin_args(env.site_packages())
         run.frozen = _frozen_files(worktree, command)
         with sandbox_user(isolation) as run.uid:
-            _install(run, spec, _install_limits(limits, install_timeout_s),
+            _install(run, spec, limits, install_timeout_s,
                      [*(patch_files(test_patch) if test_patch.strip() else []), *test_files,
                       *(str(f.relative_to(worktree)) for f in run.frozen)])
             if run.error:
-                return TestRun({}, tuple(run.applied), run.error, run.message, isolation=isolation,
-                               reset_files=tuple(run.reset))
+                return run.failed_tests()
             result = _in_sandbox(command, run, spec, limits)
         logged = parse_log(spec.log_format, result.output)
         statuses = sentinels.strip(logged) if sentinels else logged
@@ -362,16 +367,14 @@ def run_script(repo_dir: Path, commit: str, model_patch: str, script: str, env: 
     try:
         run = _prepare(scratch, repo_dir, commit, model_patch, env, spec, "", [], isolation, history_root)
         if run.error:
-            return ScriptRun("", None, False, tuple(run.applied), run.error, run.message, isolation=isolation,
-                             reset_files=tuple(run.reset))
+            return run.failed_script()
         path = scratch / SCRIPT_NAME
         path.write_text(script, encoding="utf-8")
         path.chmod(0o444)
         with sandbox_user(isolation) as run.uid:
-            _install(run, spec, _install_limits(limits, install_timeout_s), [])
+            _install(run, spec, limits, install_timeout_s, [])
             if run.error:
-                return ScriptRun("", None, False, tuple(run.applied), run.error, run.message, isolation=isolation,
-                                 reset_files=tuple(run.reset))
+                return run.failed_script()
             result = _in_sandbox([str(run.envs[0].python), str(path)], run, spec, limits, readable=[path])
         completed = not result.timed_out and result.returncode is not None and result.returncode >= 0
         error, message = ("timeout", f"the script ran past {limits.describe()} and was killed") \
