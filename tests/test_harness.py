@@ -312,6 +312,43 @@ def test_isolation_fallback_is_detected(monkeypatch):
         sandbox.isolation_mode("namespaces")
 
 
+def test_time_limits_count_cpu_seconds_with_a_wall_clock_backstop(open_dir):
+    """A run is limited by the CPU time of its whole process tree, not by the wall clock a loaded
+    host stretches: a run that sleeps past its CPU limit finishes; two processes that burn 0.7 CPU
+    seconds each are counted together, as the kernel's own accounting of the reaped tree
+    (getrusage) counts them; two that spin are killed once they used the limit between them; a run
+    that sleeps forever meets the wall-clock backstop."""
+    import functools
+    import resource
+    import tempfile
+
+    from swe_rl_jax.harness.sandbox import View, prepare_sandbox, run_isolated, sandbox_user
+
+    mode = isolation_mode("auto")
+    sandbox = Path(tempfile.mkdtemp(dir=open_dir))
+    burn = "python3 -c 'import time\nt = time.process_time()\nwhile time.process_time() - t < 0.7: pass'"
+    with sandbox_user(mode) as uid:
+        prepare_sandbox(sandbox, mode, uid)
+        run = functools.partial(run_isolated, cwd=sandbox, view=View(sandbox, uid=uid),
+                                env={"PATH": "/usr/bin:/bin"}, isolation=mode)
+        slept = run(["sh", "-c", "sleep 2; echo done"], limits=Limits(timeout_s=1, wall_timeout_s=30))
+        # The kernel's account reaches this process through a chain of waits, which bubblewrap's PID
+        # namespace does not keep: the reference is measured on a plain child (the reading is the same).
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        burnt = run(["sh", "-c", f"{burn} & {burn} & wait; sleep 0.6"], limits=Limits(timeout_s=10),
+                    isolation="none")
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spun = run(["sh", "-c", "python3 -c 'while 1: pass' & python3 -c 'while 1: pass' & wait"],
+                   limits=Limits(timeout_s=2, wall_timeout_s=60))
+        hung = run(["sleep", "100"], limits=Limits(timeout_s=1, wall_timeout_s=2))
+    assert not slept.timed_out and slept.output.strip() == "done" and slept.seconds >= 2
+    used = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    # The last reading (during the final sleep) has both burners reaped into the shell's account.
+    assert not burnt.timed_out and 1.4 <= used and abs(burnt.cpu_seconds - used) < 0.25, (burnt.cpu_seconds, used)
+    assert spun.timed_out and 2 <= spun.cpu_seconds < 3.5 and spun.seconds < 60
+    assert hung.timed_out and 2 <= hung.seconds < 10 and hung.cpu_seconds < 0.5
+
+
 _HARNESS_PROCESS = """
 import sys, tempfile
 from pathlib import Path
