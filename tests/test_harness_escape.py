@@ -79,7 +79,8 @@ import swe_rl_jax
 from swe_rl_jax.commands import evaluate as evaluate_cmd
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos, run_isolated_git
 from swe_rl_jax.data.sources import RepoLocator, load_instances
-from swe_rl_jax.harness import Limits, ensure_environment, evaluate_predictions, load_specs, run_script, spec_for
+from swe_rl_jax.harness import (Limits, ensure_environment, evaluate_predictions, isolation_mode, load_specs,
+                                run_script, spec_for)
 from swe_rl_jax.rewards import git_diff
 from swe_rl_jax.synth.sample import SYNTH_INSTANCES, add_sample_synth_commits
 from test_harness_attacks import REGISTER_FORCED
@@ -87,6 +88,9 @@ from test_harness_attacks import REGISTER_FORCED
 if os.geteuid() != 0:
     pytest.skip("the sandbox needs root (namespaces / bubblewrap as root); these attacks test it",
                 allow_module_level=True)
+if isolation_mode("auto") != "bwrap":  # as root the README's commands install it: its absence is a failure
+    pytest.fail("bubblewrap does not run here (apt-get install bubblewrap): these attacks test its sandbox, "
+                "which the namespaces fallback does not give", pytrace=False)
 
 INSTANCES = {i.instance_id: i for i in load_instances(SAMPLE_DIR / "instances.jsonl")}
 CONFIGLET = INSTANCES["quillsoft__configlet-12"]

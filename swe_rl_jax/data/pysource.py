@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import threading
 from typing import Iterator, Literal, Sequence
 
 PYTHON_SUFFIXES = (".py", ".pyi")  # files whose structure `ast` can read
@@ -34,10 +35,18 @@ class Item:
     end: int  # last line, inclusive
 
 
+# CPython 3.11's AST constructor keeps a recursion count that threads share: two threads parsing at
+# once can fail with "SystemError: AST constructor recursion depth mismatch" (the harness parses test
+# files and setup.py files in `evaluate`'s and the verification stage's worker threads).
+_PARSE_LOCK = threading.Lock()
+
+
 def parse_source(source: str, path: str = "<file>") -> ast.Module:
-    """The module AST; raises SourceSyntaxError instead of the several errors `ast.parse` raises."""
+    """The module AST; raises SourceSyntaxError instead of the several errors `ast.parse` raises.
+    Safe to call from several threads."""
     try:
-        return ast.parse(source.removeprefix("\ufeff"), filename=path)
+        with _PARSE_LOCK:
+            return ast.parse(source.removeprefix("\ufeff"), filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         raise SourceSyntaxError(f"{path}: {type(e).__name__}: {e}") from None
 

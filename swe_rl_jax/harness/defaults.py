@@ -32,6 +32,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
+from swe_rl_jax.data.pysource import parse_source
 from swe_rl_jax.data.sources import GitRepo, Snapshot
 from swe_rl_jax.harness.specs import RepoSpec
 
@@ -87,7 +88,7 @@ def _literal(node: ast.AST, names: Mapping[str, ast.AST]) -> Any:
 
 
 def _setup_py(text: str, extras: Iterable[str]) -> list[str]:
-    tree = ast.parse(text)
+    tree = parse_source(text, "setup.py")  # in evaluate's worker threads: parse_source is thread-safe
     names = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
              for t in node.targets if isinstance(t, ast.Name)}
     out: list[str] = []

@@ -49,6 +49,7 @@ import tokenize
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
+from swe_rl_jax.data.pysource import parse_source
 from swe_rl_jax.harness.logformats import pytest_summary_sections
 from swe_rl_jax.harness.testlog import ERROR, FAILED, PASSED, SKIPPED
 from swe_rl_jax.paths import unsafe_path_reason
@@ -296,8 +297,8 @@ def _read_test_file(worktree: Path, path: str) -> Optional[_TestFile]:
     data = (worktree / path).read_bytes()
     try:
         text, encoding = _decode(data)
-        tree = ast.parse(text)
-    except (SyntaxError, UnicodeDecodeError, ValueError):  # another Python's syntax: left alone
+        tree = parse_source(text, path)
+    except (SyntaxError, ValueError):  # another Python's syntax or encoding (SourceSyntaxError): left alone
         return None
     if _has_module_mark(tree):
         return None
@@ -332,7 +333,7 @@ def _new_module(worktree: Path, beside: str, taken: set[str]) -> _TestFile:
         if not (worktree / path).exists():
             break
     (worktree / path).write_text("import os\n", encoding="utf-8")
-    return _TestFile(path, ast.parse("import os\n"), ["import os\n"], "utf-8", "\n")
+    return _TestFile(path, parse_source("import os\n"), ["import os\n"], "utf-8", "\n")
 
 
 def place_sentinels(worktree: Path, directives: Sequence[str], fail_to_pass: Sequence[str],
