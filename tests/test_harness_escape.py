@@ -50,6 +50,9 @@ command line; root on a 2-core machine; 65 tests, all fail, ~35 s):
 8. test_reset_ignores_gitattributes_from_the_tree[utf16, crlf, nested_utf16]: the reset test file is
    not the base commit's blob (UTF-16: 910 bytes, CRLF: 466, blob: 454) and `.gitattributes` is not
    in reset_files; [ident]: `.gitattributes` not in reset_files (the bytes match: no `$Id$` there).
+10. test_the_sandbox_cannot_open_new_namespaces_or_keyrings (added while hardening): on db86fb0 the
+   sandboxed script's unshare(2) of a user, mount, network, PID and IPC namespace and keyctl(2) on
+   the user keyring all succeed (0).
 9. test_what_a_sandboxed_process_sees: /root/.bashrc, the project checkout, the host /tmp marker and
    the instances file are readable, `git rev-list --all --count` is 6 (the base commit has 1), the
    host's SysV segment is listed by ipcs, /home lists its entries.
@@ -1294,3 +1297,53 @@ def test_what_a_sandboxed_process_sees(open_repos, open_dir, options):
     if isinstance(seen["home_dir"], list) and seen["home_dir"]:
         problems.append(f"/home lists {seen['home_dir']}")
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# Class 10 (found while hardening): the kernel as attack surface. An unprivileged process may
+# create a user namespace where it holds every capability, and with them reach kernel code
+# (netfilter, mounts) no sandbox user should; the keyring calls reach state that outlives a run.
+# ---------------------------------------------------------------------------------------------
+KERNEL = r'''
+import ctypes, errno, json, os, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+def call(*args):
+    result = libc.syscall(*[ctypes.c_long(a) for a in args])
+    return result, ctypes.get_errno() if result < 0 else 0
+
+thread = threading.Thread(target=lambda: None)  # first: after an unshare(CLONE_NEWPID) threads fail
+thread.start()
+thread.join()
+seen = {"fork_and_thread": subprocess.run(["echo", "ok"], capture_output=True, text=True).stdout.strip()}
+flags = {"user": 0x10000000, "mount": 0x00020000, "net": 0x40000000, "pid": 0x20000000, "ipc": 0x08000000}
+seen.update({f"unshare_{name}": call(272, flag)[1] for name, flag in flags.items()})  # x86_64 unshare
+child, seen["clone_user"] = call(56, 0x10000000 | 17, 0, 0, 0, 0)  # clone(CLONE_NEWUSER | SIGCHLD): a fork
+if child == 0:
+    os._exit(0)  # the child, in its new user namespace
+if child > 0:
+    os.waitpid(child, 0)
+seen["setns"] = call(308, 0, 0)[1]
+seen["unshare_tool"] = subprocess.run(["unshare", "-Ur", "true"], capture_output=True).returncode
+seen["keyctl"] = call(250, 0, -4, 0)[1]  # KEYCTL_GET_KEYRING_ID of the user keyring
+print("KERNEL" + json.dumps(seen))
+'''
+
+
+def test_the_sandbox_cannot_open_new_namespaces_or_keyrings(open_repos, options):
+    import errno
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the probe calls x86_64 system call numbers")
+    clone = open_repos / "quillsoft__configlet"
+    spec = spec_for(CONFIGLET, SPECS)
+    env = ensure_environment(spec.environment, options.env)
+    run = run_script(clone, CONFIGLET.base_commit, "", KERNEL, env, spec, limits=LIMITS,
+                     work_dir=Path(options.work_dir))
+    seen = _output_json(run.output, "KERNEL")
+    refused = {k: v for k, v in seen.items() if k.startswith(("unshare_", "clone_", "setns"))}
+    assert all(v in (errno.EPERM, errno.ENOSYS, 1) for v in refused.values()), seen  # 1: the tool's exit status
+    assert seen["keyctl"] in (errno.ENOSYS, errno.EPERM), seen
+    assert seen["fork_and_thread"] == "ok", seen  # clone without a namespace flag still works

@@ -22,8 +22,9 @@ Three modes, chosen once per process by `isolation_mode("auto")` (the strongest 
   capabilities and `no_new_privs`, so what the sandbox writes is that user's, it cannot undo a
   mount, and what counts per user (the process limit) is the run's alone. A seccomp filter
   refuses the kernel's keyring calls (`add_key`, `request_key`, `keyctl`: a user's keyring
-  would outlive the run), and `/etc/passwd`, `group`, `hosts` and `hostname` are the sandbox's
-  own, handed to bubblewrap through pipes (nothing is left on disk).
+  would outlive the run) and new namespaces (a user namespace would give its code capabilities
+  there, and much of the kernel to attack), and `/etc/passwd`, `group`, `hosts` and `hostname`
+  are the sandbox's own, handed to bubblewrap through pipes (nothing is left on disk).
 - `namespaces` (the fallback where bubblewrap is missing: root with util-linux `unshare`): new
   network, mount, PID, IPC and UTS namespaces; the root file system remounted read-only and only
   the sandbox directory writable, a private `/dev/shm`; the directories the sandbox user must
@@ -88,11 +89,20 @@ _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_ENTRIES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "mime.types",
                 "nsswitch.conf", "os-release", "debian_version", "lsb-release", "protocols", "services", "ssl",
                 "ca-certificates")
-# Seccomp (bwrap): the kernel's keyring calls get ENOSYS. Per audit architecture, the numbers of
-# add_key, request_key and keyctl (x86_64 also under the x32 bit).
-_KEYRING_CALLS = {0xC000003E: (248, 249, 250, 0x40000000 | 248, 0x40000000 | 249, 0x40000000 | 250),
-                  0x40000003: (286, 287, 288), 0xC00000B7: (217, 218, 219)}
-_ENOSYS = 38
+# Seccomp (bwrap), per audit architecture: the keyring calls (add_key, request_key, keyctl) get
+# ENOSYS; new namespaces get EPERM (unshare, setns, and clone with a CLONE_NEW* flag: a user
+# namespace inside the sandbox would hand its code capabilities there, and with them much of the
+# kernel to attack; Docker's default profile refuses them too); clone3, whose flags a filter
+# cannot read, gets ENOSYS (the C library then uses clone). x86_64 also under the x32 bit.
+_X32 = 0x40000000
+_SYSCALLS = {  # arch: (keyring calls, (unshare, setns), clone, clone3)
+    0xC000003E: ((248, 249, 250, _X32 | 248, _X32 | 249, _X32 | 250), (272, 308, _X32 | 272, _X32 | 308), (56,),
+                 (435, _X32 | 435)),
+    0x40000003: ((286, 287, 288), (310, 346), (120,), (435,)),
+    0xC00000B7: ((217, 218, 219), (97, 268), (220,), (435,)),
+}
+_CLONE_NEW = 0x7E020080  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
+_ENOSYS, _EPERM = 38, 1
 
 # Inside the new namespaces (namespaces mode), as root: a private /dev/shm; the directories the
 # sandbox user must pass through but may not (say /root, holding the interpreter) opened with
@@ -198,22 +208,24 @@ def _identity(uid: int) -> dict[str, str]:
             "hostname": "sandbox\n"}
 
 
-def keyring_filter() -> bytes:
+def seccomp_filter() -> bytes:
     """A classic-BPF seccomp program (the array of `struct sock_filter` bubblewrap's `--seccomp`
-    reads): ENOSYS for the keyring calls of x86_64 (and x32), i386 and aarch64, everything else allowed."""
-    ld_arch, ld_nr = (0x20, 0, 0, 4), (0x20, 0, 0, 0)  # BPF_LD|BPF_W|BPF_ABS of seccomp_data.arch / .nr
-    allow, deny = (0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x00050000 | _ENOSYS)  # BPF_RET: ALLOW, ERRNO
+    reads) for x86_64 (and x32), i386 and aarch64: see _SYSCALLS; everything else allowed."""
+    ld_arch, ld_nr, ld_flags = (0x20, 0, 0, 4), (0x20, 0, 0, 0), (0x20, 0, 0, 16)  # LD|W|ABS: arch, nr, args[0]
+    ret = {"allow": 0x7FFF0000, "enosys": 0x00050000 | _ENOSYS, "eperm": 0x00050000 | _EPERM}  # ALLOW, ERRNO
     program: list = [ld_arch]
-    for arch, calls in _KEYRING_CALLS.items():
-        # if arch != A: jump past this block (its ld, one test per call, its allow)
-        program.append((0x15, 0, len(calls) + 2, arch))  # BPF_JMP|BPF_JEQ|BPF_K
-        program.append(ld_nr)
-        program += [(0x15, "deny", 0, nr) for nr in calls]
-        program.append(allow)
-    program += [allow, deny]
+    for arch, (keyring, namespaces, clone, clone3) in _SYSCALLS.items():
+        rules = [(nr, "enosys") for nr in (*keyring, *clone3)] + [(nr, "eperm") for nr in namespaces]
+        block = [ld_nr, *((0x15, label, 0, nr) for nr, label in rules)]  # JMP|JEQ|K: to the label
+        for nr in clone:  # a clone with a namespace flag: EPERM
+            block += [(0x15, 0, 2, nr), ld_flags, (0x45, "eperm", 0, _CLONE_NEW), ld_nr]  # JMP|JSET|K
+        block.append((0x06, 0, 0, ret["allow"]))
+        program += [(0x15, 0, len(block), arch), *block]  # another architecture: past the block
+    labels = {name: len(program) + i for i, name in enumerate(ret)}
+    program += [(0x06, 0, 0, code) for code in ret.values()]  # BPF_RET|BPF_K
     out = b""
     for i, (code, jt, jf, k) in enumerate(program):
-        jt = len(program) - 1 - (i + 1) if jt == "deny" else jt
+        jt = labels[jt] - (i + 1) if isinstance(jt, str) else jt
         out += struct.pack("<HBBI", code, jt, jf, k)
     return out
 
@@ -309,7 +321,7 @@ def wrap_command(cmd: Sequence[str], view: View, limits: Limits, isolation: str,
 def _payloads(view: View, isolation: str) -> dict[str, bytes]:
     if isolation != "bwrap":
         return {}
-    return {**{k: v.encode() for k, v in _identity(view.uid).items()}, "seccomp": keyring_filter()}
+    return {**{k: v.encode() for k, v in _identity(view.uid).items()}, "seccomp": seccomp_filter()}
 
 
 def _probe(isolation: str) -> bool:
