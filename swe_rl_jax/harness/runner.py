@@ -78,8 +78,9 @@ from swe_rl_jax.paths import unsafe_path_reason
 _LOG_TAIL_CHARS = 20000
 _BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 # The install steps' pip: packages from the environment only (no index: there is no network in the
-# sandbox), no build isolation (which would fetch build dependencies), no version check; and
-# PIP_CONFIG_FILE=/dev/null drops the host's pip.conf.
+# sandbox), no build isolation (it would fetch the build backend). pip reads "0" in
+# PIP_NO_BUILD_ISOLATION as "no build isolation" (its environment variables set the option's
+# destination, `build_isolation`), and PIP_CONFIG_FILE=/dev/null drops the host's pip.conf.
 _INSTALL_ENV = {"PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0", "PIP_CONFIG_FILE": "/dev/null",
                 "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
 _FILE_MODES = {"100755": 0o755, "100644": 0o644}
