@@ -292,8 +292,7 @@ class _TestFile:
 
 
 def _read_test_file(worktree: Path, path: str) -> Optional[_TestFile]:
-    if not path.endswith(".py") or unsafe_path_reason(path, worktree) is not None or not (worktree / path).is_file():
-        return None
+    """The test file at `path` (a checked path of the work tree), or None where sentinels cannot go."""
     data = (worktree / path).read_bytes()
     try:
         text, encoding = _decode(data)
@@ -355,19 +354,25 @@ def place_sentinels(worktree: Path, directives: Sequence[str], fail_to_pass: Seq
     failing_files = [f for f in files if any(_same_file(g, f.path) for g in graded)] or files
     plan = [(False, _RANDOM.choice(failing_files)) for _ in range(sentinel_count(len(fail_to_pass), cap=max_failing))]
     plan += [(True, _RANDOM.choice(files)) for _ in range(PASSING_SENTINELS)]
-    inserts: dict[str, dict[int, list[str]]] = {f.path: {} for f in files}
-    sentinels = []
+
     def is_package(top: str) -> bool:
         return any((worktree / root / top).is_dir() or (worktree / root / f"{top}.py").is_file()
                    for root in import_roots if unsafe_path_reason(posixpath.join(root, top) if root else top, worktree)
                    is None)
 
+    # What each file offers a sentinel, read once: the words of its test names, the names it imports
+    # from the package, what its tests call, where a top-level function may go.
+    offers = {}
+    for f in files:
+        names = _package_names(f.tree, is_package) or ["__name__"]
+        offers[f.path] = (_test_words(f.tree), names, _callees(f.tree, names), _insertion_lines(f.tree, len(f.lines)))
+    inserts: dict[str, dict[int, list[str]]] = {f.path: {} for f in files}
+    sentinels = []
     for must_pass, target in plan:
-        name = _new_name(_test_words(target.tree), taken)
-        names = _package_names(target.tree, is_package) or ["__name__"]
-        text = _function(name, must_pass, names, _callees(target.tree, names)).replace("\n", target.newline)
-        line = _RANDOM.choice(_insertion_lines(target.tree, len(target.lines)))
-        inserts[target.path].setdefault(line, []).append(text)
+        words, names, callees, places = offers[target.path]
+        name = _new_name(words, taken)
+        text = _function(name, must_pass, names, callees).replace("\n", target.newline)
+        inserts[target.path].setdefault(_RANDOM.choice(places), []).append(text)
         sentinels.append(Sentinel(target.path, name, must_pass))
     for f in files:
         if not inserts[f.path]:

@@ -83,8 +83,7 @@ UID_BASE, UID_SLOTS = 3_000_000, 4096  # bwrap: each run's user, outside the ran
 # The system as the sandbox sees it (bwrap): the directories of programs and libraries, and of
 # /etc only what they read (the dynamic linker's cache, Debian's `alternatives` links of /usr/bin,
 # time zone, MIME types and certificates that Python's standard library reads, the release files
-# pip's `distro` reads). Host users,
-# groups and host names are replaced by the files of `_identity_dir`.
+# pip's `distro` reads). Host users, groups and host names are replaced by `_identity`'s files.
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_ENTRIES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "mime.types",
                 "nsswitch.conf", "os-release", "debian_version", "lsb-release", "protocols", "services", "ssl",
@@ -208,6 +207,7 @@ def _identity(uid: int) -> dict[str, str]:
             "hostname": "sandbox\n"}
 
 
+@functools.lru_cache(maxsize=None)
 def seccomp_filter() -> bytes:
     """A classic-BPF seccomp program (the array of `struct sock_filter` bubblewrap's `--seccomp`
     reads) for x86_64 (and x32), i386 and aarch64: see _SYSCALLS; everything else allowed."""
@@ -297,7 +297,7 @@ def _setpriv(uid: int) -> list[str]:
 def _namespaces_command(view: View) -> list[str]:
     closed = closed_ancestors(view.readable)
     roots = [str(d) for d in closed if not any(a in closed for a in d.parents)]
-    # --pdeathsig here and in _SETPRIV: if the harness's process dies without killing the run
+    # --pdeathsig here and in _setpriv: if the harness's process dies without killing the run
     # (SIGTERM or SIGKILL to `resolve` or `evaluate`), unshare dies, and so does the namespace's
     # first process (whose own --kill-child setting the change of user clears), taking the PID
     # namespace with it; an orphaned run used to outlive its time limit.
@@ -309,13 +309,13 @@ def _namespaces_command(view: View) -> list[str]:
 def wrap_command(cmd: Sequence[str], view: View, limits: Limits, isolation: str, cwd: Path,
                  fds: Mapping[str, int] = {}) -> list[str]:
     """The full command line that runs `cmd` in `cwd` under `isolation` and `limits`, seeing `view`
-    (bwrap: `fds` from `_data_fds(_payloads(view))`)."""
+    (bwrap: `fds` from `_data_fds(_payloads(view, isolation))`)."""
     limited = _prlimit(limits, isolation) + list(cmd)
     if isolation == "none":
         return limited
     if isolation == "bwrap":
         return _bwrap_command(view, cwd, fds) + _setpriv(view.uid) + limited
-    return _namespaces_command(view) + _setpriv(NOBODY_UID) + limited
+    return _namespaces_command(view) + _setpriv(view.uid) + limited
 
 
 def _payloads(view: View, isolation: str) -> dict[str, bytes]:
@@ -336,7 +336,7 @@ def _probe(isolation: str) -> bool:
                                         pass_fds=tuple(fds.values()))
         except (OSError, subprocess.TimeoutExpired):
             return False
-    return result.returncode == 0 and result.stdout.strip() == str(NOBODY_UID if isolation == "namespaces" else uid)
+    return result.returncode == 0 and result.stdout.strip() == str(uid)
 
 
 @functools.lru_cache(maxsize=None)
