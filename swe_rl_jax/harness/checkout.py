@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 from swe_rl_jax.data.sample import isolated_git_env, run_isolated_git
-from swe_rl_jax.harness.environments import file_lock
+from swe_rl_jax.harness.environments import build_once
 
 # Settings through which a repository's configuration runs commands or reads a tree's files.
 WORKTREE_GIT_OPTIONS = (
@@ -87,6 +87,7 @@ def _pipe_pack(repo: Path, store: Path, pack_args: list[str], objects: bytes) ->
 
 
 def _build_store(repo: Path, commit: str, dest: Path) -> None:
+    dest.mkdir(parents=True)
     run_isolated_git(dest, "init", "-q", "--bare", "--template=")
     if _is_synthesized(repo, commit):
         objects = run_isolated_git(repo, "rev-list", "--objects", "--no-walk", commit)
@@ -100,6 +101,12 @@ def _build_store(repo: Path, commit: str, dest: Path) -> None:
         run_isolated_git(dest, "update-ref", "--stdin", stdin="".join(f"create {ref} {obj}\n" for ref, obj in tags))
         run_isolated_git(dest, "pack-refs", "--all")
     (dest / "HEAD").write_text(commit + "\n")
+    for root, dirs, files in os.walk(dest):  # readable by the sandbox's user, changed by nobody
+        for entry in dirs:
+            os.chmod(os.path.join(root, entry), 0o755)
+        for entry in files:
+            os.chmod(os.path.join(root, entry), 0o444)
+    dest.chmod(0o755)
     (dest / _STORE_MARKER).write_text(commit + "\n")
 
 
@@ -110,25 +117,7 @@ def history_store(repo_dir: Path, commit: str, store_root: Path) -> Path:
     full = run_isolated_git(repo, "rev-parse", "--verify", "-q", f"{commit}^{{commit}}").strip()
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", repo.name)
     store = Path(store_root) / f"{name}-{hashlib.sha256(str(repo).encode()).hexdigest()[:12]}" / full
-    if (store / _STORE_MARKER).is_file():
-        return store
-    with file_lock(store.parent / f"{full}.lock"):
-        if (store / _STORE_MARKER).is_file():  # another worker built it while we waited
-            return store
-        shutil.rmtree(store, ignore_errors=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{full[:12]}.", dir=store.parent))
-        try:
-            _build_store(repo, full, scratch)
-            for root, dirs, files in os.walk(scratch):  # readable by the sandbox user, changed by nobody
-                for entry in dirs:
-                    os.chmod(os.path.join(root, entry), 0o755)
-                for entry in files:
-                    os.chmod(os.path.join(root, entry), 0o444)
-            scratch.chmod(0o755)
-            scratch.rename(store)
-        except BaseException:
-            shutil.rmtree(scratch, ignore_errors=True)
-            raise
+    build_once(store, store.parent / f"{full}.lock", _STORE_MARKER, lambda path: _build_store(repo, full, path))
     return store
 
 

@@ -39,7 +39,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from swe_rl_jax.config import require
 from swe_rl_jax.harness.specs import EnvironmentSpec
@@ -165,6 +165,24 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def build_once(path: Path, lock: Path, marker: str, build: Callable[[Path], None]) -> None:
+    """Builds `path` with `build` (which writes `path/marker` last) unless it is complete already,
+    under an exclusive lock on `lock` so that parallel workers build it once; a directory without
+    the marker (a build that was killed) is deleted and built again, and a build that fails leaves
+    nothing behind. The cache of environments and of history stores (checkout.py)."""
+    if (path / marker).is_file():
+        return
+    with file_lock(lock):
+        if (path / marker).is_file():  # another worker built it while we waited
+            return
+        shutil.rmtree(path, ignore_errors=True)
+        try:
+            build(path)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+
+
 def _run(cmd: list[str], timeout_s: float) -> None:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -210,17 +228,7 @@ def ensure_environment(spec: EnvironmentSpec, options: EnvironmentOptions = Envi
     root = options.root()
     key = spec.key(options.index_url)
     env = Environment(root / key, key)
-    if (env.path / READY_MARKER).is_file():
-        return env
-    with file_lock(root / f"{key}.lock"):
-        if (env.path / READY_MARKER).is_file():  # another worker built it while we waited
-            return env
-        shutil.rmtree(env.path, ignore_errors=True)
-        try:
-            _build(spec, env.path, options)
-        except BaseException:
-            shutil.rmtree(env.path, ignore_errors=True)
-            raise
+    build_once(env.path, root / f"{key}.lock", READY_MARKER, lambda path: _build(spec, path, options))
     return env
 
 
