@@ -9,6 +9,7 @@ masked (`swe_rl_jax.redaction`).
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 import traceback
 
@@ -34,26 +35,51 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# What an interrupted run (Ctrl-C, SIGTERM) leaves behind and how to go on; one line each.
+INTERRUPTED: dict[str, str] = {
+    "main": "checkpoints already saved under the run's output directory are kept; the same command resumes from the last",
+    "sft": "checkpoints already saved are kept; the same command resumes from the last",
+    "rl": "checkpoints already saved are kept; the same command resumes from the last",
+    "resolve": "finished instances are kept in --out and its trace; the same command resumes with the rest",
+    "synthesize": "validated tasks are written only at the end: nothing was written; the same command starts again",
+}
+_NOTHING_KEPT = "outputs are written whole at the end, so nothing was written and earlier results are as they were"
+
+
 def usage() -> str:
     width = max(len(c) for c in COMMANDS)
-    lines = ["usage: python -m swe_rl_jax.cli COMMAND [args...]", "", "commands:"]
+    lines = ["usage: python -m swe_rl_jax.cli [--verbose] COMMAND [args...]", "",
+             "--verbose: keep third-party libraries' INFO logs and warnings (off by default)", "", "commands:"]
     lines += [f"  {name.ljust(width)}  {help_}" for name, (_, help_) in COMMANDS.items()]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if argv and argv[0] == "--verbose":
+        argv = argv[1:]
+    else:
+        from swe_rl_jax.quiet import quiet_third_party
+        quiet_third_party()
+    if argv and argv[0] in ("-h", "--help", "help"):
         print(usage())
         return 0
+    if not argv:  # no command: usage, but as the error it is
+        print(f"error: no command given\n\n{usage()}", file=sys.stderr)
+        return 2
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         print(f"error: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
     from swe_rl_jax.policies.base import PolicyError
+    # SIGTERM (a scheduler's stop, `kill`) ends the run the way Ctrl-C does: one line, no traceback.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         return int(module.main(rest) or 0)
+    except KeyboardInterrupt:
+        print(f"interrupted: {INTERRUPTED.get(name, _NOTHING_KEPT)}", file=sys.stderr)
+        return 130
     except user_errors() as e:  # bad input: one clear line, no traceback
         print(redact(f"error: {e}"), file=sys.stderr)
         return 2
@@ -63,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:  # a bug: the traceback, with secrets masked
         print(redact(traceback.format_exc()), file=sys.stderr, end="")
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
