@@ -37,10 +37,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 # What an interrupted run (Ctrl-C, SIGTERM) leaves behind and how to go on; one line each.
 INTERRUPTED: dict[str, str] = {
-    "main": "checkpoints already saved under the run's output directory are kept; the same command resumes from the last",
+    "main": "SFT and RL checkpoints already saved under out_dir are kept; the same command runs the job again, "
+            "SFT and RL resuming from their last checkpoints (the other stages are redone)",
     "sft": "checkpoints already saved are kept; the same command resumes from the last",
     "rl": "checkpoints already saved are kept; the same command resumes from the last",
-    "resolve": "finished instances are kept in --out and its trace; the same command resumes with the rest",
+    "resolve": "instances of finished chunks (`chunk` at a time) are kept in --out and its trace, finished test runs "
+               "in the verification cache; the same command resumes with the rest",
     "synthesize": "validated tasks are written only at the end: nothing was written; the same command starts again",
 }
 _NOTHING_KEPT = "outputs are written whole at the end, so nothing was written and earlier results are as they were"
@@ -56,11 +58,12 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from swe_rl_jax import quiet
     if argv and argv[0] == "--verbose":
         argv = argv[1:]
+        quiet.verbose()
     else:
-        from swe_rl_jax.quiet import quiet_third_party
-        quiet_third_party()
+        quiet.quiet_third_party()
     if argv and argv[0] in ("-h", "--help", "help"):
         print(usage())
         return 0
@@ -74,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[name][0])
     from swe_rl_jax.policies.base import PolicyError
     # SIGTERM (a scheduler's stop, `kill`) ends the run the way Ctrl-C does: one line, no traceback.
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # SIGINT too even where the parent left it ignored (a script's `command &`), so `kill -INT` stops a run.
+    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         return int(module.main(rest) or 0)
     except KeyboardInterrupt:
@@ -90,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         print(redact(traceback.format_exc()), file=sys.stderr, end="")
         return 1
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

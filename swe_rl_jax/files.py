@@ -12,7 +12,9 @@ as it was, never a truncated file or a directory mixing an old run's files with 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -108,8 +110,9 @@ def replacing_file(path: "str | os.PathLike[str]") -> Iterator[Path]:
     replaces `path` whole; otherwise it is removed and `path` is as it was."""
     p = absolute(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".partial", dir=p.parent)
-    os.close(fd)
+    # os.open with 0o666, not mkstemp (0600): the result gets the mode any new file gets here (umask).
+    tmp = str(p.parent / f".{p.name}.{secrets.token_hex(6)}.partial")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         yield Path(tmp)
         os.replace(tmp, p)
@@ -131,7 +134,10 @@ def replacing_dir(path: "str | os.PathLike[str]") -> Iterator[Path]:
     otherwise it is removed and `path` is as it was."""
     p = absolute(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{p.name}.", suffix=".partial", dir=p.parent))
+    # mkdir, not mkdtemp (0700): the result gets the mode any new directory gets here (umask,
+    # default ACLs), so a colleague or a server can read it.
+    tmp = p.parent / f".{p.name}.{secrets.token_hex(6)}.partial"
+    tmp.mkdir()
     try:
         yield tmp
         if p.exists():
@@ -143,3 +149,20 @@ def replacing_dir(path: "str | os.PathLike[str]") -> Iterator[Path]:
             os.replace(tmp, p)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def result_dir(path: "str | os.PathLike[str]", what: str, written: Iterable[str],
+               inputs: Iterable["Optional[str | os.PathLike[str]]"] = ()) -> Path:
+    """An output directory a run replaces whole (`replacing_dir`): as `output_dir`, and, when it
+    exists, holding nothing but names that match `written` (glob patterns of what the command
+    writes there, so at most an earlier result of it). A directory holding anything else is
+    refused, never replaced: the run would delete files it did not write."""
+    p = output_dir(path, what, inputs)
+    if p.is_dir():
+        patterns = tuple(written)
+        other = sorted(n for n in os.listdir(p) if not any(fnmatch.fnmatchcase(n, w) for w in patterns))
+        if other:
+            more = f" (and {len(other) - 1} more)" if len(other) > 1 else ""
+            raise InputError(f"{what}: {p} holds {other[0]}{more}, which this command does not write; the run "
+                             "replaces the directory whole, so give a new or empty directory")
+    return p

@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 
 from swe_rl_jax.checkpoints import save_hf
+from swe_rl_jax.data.sources import InputError
+from swe_rl_jax.files import absolute
 from swe_rl_jax.models import ModelConfig
 from swe_rl_jax.models.config import AttentionImpl
 from swe_rl_jax.models.params import Params
@@ -52,13 +54,24 @@ def jnp_dtype(name: str) -> Any:
     return jnp.bfloat16 if name == "bfloat16" else jnp.float32
 
 
+def check_model_files(source: ModelSource, prefix: str = "model.") -> None:
+    """InputError naming the setting (`<prefix>checkpoint`, `<prefix>tokenizer`) that names neither
+    a built-in model nor an existing file or directory. Called before any weights load: a large
+    model takes minutes to load, and a wrong tokenizer path used to surface only after that."""
+    for key in ("checkpoint", "tokenizer"):
+        spec = getattr(source, key)
+        if spec and not resolve_checkpoint(spec).exists():
+            raise InputError(f"{prefix}{key}: no such file or directory: {absolute(spec)}")
+
+
 def load_policy(source: ModelSource, mesh: jax.sharding.Mesh, rules: Rules) -> tuple[ModelConfig, Params, ChatTokenizer]:
+    check_model_files(source)
     path = resolve_checkpoint(source.checkpoint)
-    dtype = jnp_dtype(source.param_dtype)
-    config, params = load_hf_sharded(path, mesh, rules, dtype=dtype)
+    # The tokenizer first: it loads in seconds, so a broken one is reported before the weights load.
+    tokenizer = load_tokenizer(resolve_checkpoint(source.tokenizer) if source.tokenizer else path)
+    config, params = load_hf_sharded(path, mesh, rules, dtype=jnp_dtype(source.param_dtype))
     config = dataclasses.replace(config, dtype=source.dtype, attention_impl=source.attention_impl,
                                  scan_layers=source.scan_layers)
-    tokenizer = load_tokenizer(resolve_checkpoint(source.tokenizer) if source.tokenizer else path)
     return config, params, tokenizer
 
 

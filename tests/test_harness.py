@@ -288,7 +288,7 @@ def test_cli(tmp_path, open_dir, options, capsys):
     cases = [(["--sample", "--out", str(out)], "exactly one of --predictions FILE and --gold"),
                           (["--gold", "--out", str(out)], "--instances FILE and --repos DIR are required"),
                           (["--sample", "--predictions", str(tmp_path / "missing.jsonl"), "--out", str(out)],
-                           "predictions file not found")]
+                           "--predictions: no such file")]
     if isolation_mode("auto") != "none":  # pytest's tmp_path lies below a 0700 directory
         cases.append((["--sample", "--gold", "--out", str(out), "--work-dir", str(tmp_path), "--isolation",
                        "namespaces"], "may not pass through"))

@@ -3,7 +3,7 @@ files are reset before the test patch (as SWE-bench does), a conftest.py that fo
 to pass is reset too (reward integrity: with the reset it resolves nothing, without it it would
 resolve), install steps install the repository into the run's overlay only, and a repository no
 spec names runs in the default environment (pytest and its declared dependencies), while a run
-whose every instance fails for the environment's sake exits non-zero after writing its report.
+whose every instance fails in the harness's set-up exits non-zero after writing its report.
 Fixtures `repos`, `open_dir`, `options`: tests/conftest.py."""
 import dataclasses
 import json
@@ -131,7 +131,7 @@ def test_no_spec_runs_in_the_default_environment(repos, options, tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert report["summary"]["resolved"] == 12 and report["summary"]["resolution"] == {"FULL": 12, "PARTIAL": 0,
                                                                                         "NO": 0}
-    assert report["summary"]["environment_failure"] is None
+    assert report["summary"]["setup_failure"] is None
     logs = {p.stem: p.read_text() for p in (out / "logs").iterdir()}  # each run's output, beside the report
     assert set(logs) == {i.instance_id for i in INSTANCES} and "log" not in report["records"][0]
     # Each log: the instance's tests passed, and only the harness's must-fail sentinels failed (pytestguard.py).
@@ -179,8 +179,9 @@ def test_a_run_that_fails_for_the_environments_sake_exits_non_zero(repos, option
     argv = ["--gold", "--instances", str(SAMPLE_DIR / "instances.jsonl"), "--repos", str(repos), "--specs",
             str(specs), "--out", str(out), "--env-cache", options.env.cache_dir, "--work-dir", options.work_dir]
     assert evaluate_cmd.main(argv) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: every instance failed for the environment's sake "
-                                               "(env_build_failed 12)") and "python2.99" in err[0]
+    err = capsys.readouterr().err.splitlines()
+    err = [line for line in err if line.strip() and not line.startswith("evaluate:")]  # the progress bar aside
+    assert len(err) == 1 and err[0].startswith("error: every instance failed in the harness's set-up, not on its "
+                                               "patch (env_build_failed 12)") and "python2.99" in err[0]
     report = json.loads((out / "report.json").read_text())  # written first
     assert report["summary"]["errors"] == {"env_build_failed": 12}

@@ -257,7 +257,7 @@ def test_resolve_cli_smoke_tiny_model(sample, tiny_llama, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("repos, overrides, needle", [
-    ("missing", [], "--repos directory not found"),
+    ("missing", [], "--repos: no such directory"),
     ("empty", [], "repositories the instances name is under"),
     ("empty", ["instance_ids=[nope]"], "1 of instance_ids not in"),  # an unknown id is named, not dropped
     ("empty", ["shard=4/4"], "shard: need 0 <= I < N"),
@@ -371,12 +371,12 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_file(sample, tmp_path, 
     asked = {r.task_id.split("/")[0] for batch in again.batches for r in batch}
     first_four = [json.loads(line)["instance_id"] for line in (tmp_path / "whole.jsonl").read_text().splitlines()[:4]]
     assert not asked & set(first_four) and len(asked) == 8  # the finished instances were not sampled again
-    assert summary["resumed"] == 4 and summary["resolved_now"] == 8
+    assert summary["resumed"] == 4 and summary["instances_done_this_run"] == 8
     assert "resume: 4 of 12 instances already in" in capsys.readouterr().err
     assert out.read_text() == (tmp_path / "whole.jsonl").read_text()
     assert trace.read_text() == (tmp_path / "whole.trace.jsonl").read_text()
     # A third run has nothing to do and asks nothing (no model would be loaded).
-    assert run_resolve(config, None)["resolved_now"] == 0
+    assert run_resolve(config, None)["instances_done_this_run"] == 0
 
 
 def test_shards_concatenate_to_the_whole_run(sample, tmp_path):

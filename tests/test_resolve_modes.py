@@ -414,7 +414,8 @@ def test_a_small_override_of_each_preset_runs_end_to_end(repos, tmp_path, preset
 
     answers, golds = _recorded_for_every_instance(repos, tmp_path)
     config = _preset(preset, *small, "agentless.num_samples=4", "agentless.reproduction_samples=2",
-                     "verification.regression=false", "verification.reproduction=false", f"answers={answers}",
+                     "verification.regression=false", "verification.regression_selection=false",
+                     "verification.reproduction=false", f"answers={answers}",
                      f"instances={INSTANCES}", f"repos={repos}", f"out={tmp_path / 'preds.jsonl'}", "progress=false")
     policy = Recording(answers)
     summary = run_resolve(config, policy)

@@ -343,7 +343,7 @@ def test_rerank_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert code == 2 and "no key_sha" in err
     assert cli.main(["rerank", "--trace", str(tmp_path / "none.jsonl"), "--rule", "majority",
                      "--out", str(tmp_path / "p.jsonl")]) == 2
-    assert "trace not found" in capsys.readouterr().err
+    assert "--trace: no such file" in capsys.readouterr().err
 
 
 def test_an_environment_that_cannot_be_built_is_the_instances_error(repos, options, tmp_path):

@@ -51,7 +51,7 @@ def test_cli_generate_prints_chat_answers(checkpoint, capsys):
 
 def test_cli_generate_rejects_bad_sampling_values(checkpoint, capsys):
     assert cli_main(["generate", "--checkpoint", str(checkpoint), "--prompt", "x", "--top-p", "0"]) == 2
-    assert "top_p" in capsys.readouterr().out
+    assert "top_p" in capsys.readouterr().err
 
 
 def _answers(out: str) -> list[str]:
@@ -71,4 +71,4 @@ def test_cli_generate_on_a_tensor_parallel_mesh_prints_the_same_answers(checkpoi
 
 def test_cli_generate_rejects_a_mesh_of_the_wrong_size(checkpoint, capsys):
     assert cli_main(["generate", "--checkpoint", str(checkpoint), "--prompt", "x", "--mesh", "tensor=3"]) == 2
-    assert "mesh" in capsys.readouterr().out
+    assert "mesh" in capsys.readouterr().err

@@ -22,8 +22,9 @@ check on whatever device jax finds, as one JSON and one markdown report.
 On a CPU every part runs in miniature (a 2-layer model, short rows, few slots) and the report
 says which parts or items were skipped and why; `--quick` is a ~2-minute subset on an
 accelerator. The check imports no tensorflow, seqio or tfds (part 4 runs the main job in a child
-process, which needs them). Exit status: 0 when every check that ran passed, 1 when one failed or
-every part asked for was skipped, 2 for bad arguments.
+process, which needs them). While it runs, stderr gets a line as each part starts and ends and as
+each check is decided; the report comes at the end. Exit status: 0 when every check that ran
+passed, 1 when one failed or every part asked for was skipped, 2 for bad arguments.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accelerator_common import Part, Profile, profile_for  # noqa: E402
+from accelerator_common import Part, Profile, profile_for, progress  # noqa: E402
 
 PARTS = ("correctness", "speed", "memory", "learning")
 FORBIDDEN = ("tensorflow", "seqio", "tensorflow_datasets")  # a typical accelerator image lacks them
@@ -168,6 +169,7 @@ class TrainPrograms:
         self.running: list[tuple[list[str], subprocess.Popen]] = []
 
     def start(self, group: list[str]) -> None:
+        progress(f"speed: train program {', '.join(group)} started (a process of its own)")
         cmd = [sys.executable, "-c", _CHILD, str(Path(__file__).parent), ",".join(group), *self.args]
         self.running.append((group, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                                      cwd=ROOT)))
@@ -252,6 +254,7 @@ def learning(part: Part, args: argparse.Namespace, profile: Profile, weights: st
                              commands=[" ".join(c[1:]) for c in commands])
     table = {}
     for seed, cmd in enumerate(commands):
+        progress(f"learning: seed {seed} of {len(commands)}: the edit stage (the main job) started")
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         results = out / "learning" / f"seed{seed}" / "results.json"
@@ -272,7 +275,10 @@ def no_forbidden_imports(part: Part) -> None:
                ok=not loaded)
 
 
-def run_part(part: Part, fn: Callable[[], None]) -> Part:
+def run_part(part: Part, fn: Callable[[], None], stage: str = "") -> Part:
+    """Runs `fn`, which records `part`'s checks; `stage` names it on stderr (default: the part)."""
+    stage = stage or part.name
+    progress(f"{stage}: started")
     start = time.perf_counter()
     try:
         fn()
@@ -281,7 +287,9 @@ def run_part(part: Part, fn: Callable[[], None]) -> Part:
     except Exception as e:  # a part that crashes is a finding: named in the report, the others go on
         part.error = f"{type(e).__name__}: {e}"[:800]
         part.measurements["traceback"] = traceback.format_exc()[-3000:]
+        progress(f"{stage}: stopped by {part.error}")
     part.seconds = round(time.perf_counter() - start, 1)
+    progress(f"{stage}: finished in {part.seconds} s ({part.status})")
     return part
 
 
@@ -415,11 +423,11 @@ def run_check(args: argparse.Namespace, out: Path) -> int:
     if kinds:
         start = time.perf_counter()  # on a CPU the train programs began beside the correctness part
         speed, memory = Part("speed"), Part("memory")
-        run_part(speed, lambda: speed_and_memory(speed, memory, programs))
+        run_part(speed, lambda: speed_and_memory(speed, memory, programs), "speed and memory: train programs")
         if "speed" in args.parts:
             from accelerator_speed import sampler_speed
 
-            run_part(speed, lambda: sampler_speed(speed, profile))
+            run_part(speed, lambda: sampler_speed(speed, profile), "speed: sampler")
             speed.seconds = round(time.perf_counter() - start, 1)
             parts["speed"] = speed
         if "memory" in args.parts:

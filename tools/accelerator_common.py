@@ -4,6 +4,7 @@ counter of XLA compilations."""
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Optional
@@ -80,6 +81,7 @@ class Part:
     def check(self, name: str, value: Any, limit: Any, ok: Optional[bool] = None, note: str = "") -> bool:
         passed = bool(value <= limit) if ok is None else bool(ok)
         self.checks.append(Check(name, passed, _plain(value), _plain(limit), note))
+        progress(f"{self.name}: {name}: {'ok' if passed else 'FAILED'} ({_plain(value)}, limit {_plain(limit)})")
         return passed
 
     @property
@@ -92,6 +94,12 @@ class Part:
 
     def as_dict(self) -> dict[str, Any]:
         return {"status": self.status, **{k: v for k, v in asdict(self).items() if k != "name"}}
+
+
+def progress(line: str) -> None:
+    """One line on stderr as a part or a check starts or ends: the whole check takes minutes to
+    hours, and its report comes only at the end."""
+    print(f"accelerator_check: {line}", file=sys.stderr, flush=True)
 
 
 def _plain(x: Any) -> Any:

@@ -1,11 +1,14 @@
 """`generate`: sample answers to chat prompts with the rollout engine and print them.
 
-    python -m swe_rl_jax.cli generate --checkpoint DIR_OR_GGUF --prompt "..." [--prompt "..."]
+    python -m swe_rl_jax.cli generate --prompt "..." [--prompt "..."] [--checkpoint DIR|FILE.gguf|smollm2]
         [--system "..."] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--n N]
         [--seed S] [--stop STR] [--dtype float32|bfloat16] [--tokenizer DIR]
         [--mesh data=2,tensor=4] [--rules tp] [--slots 64] [--segment-steps 16]
 
-The checkpoint may also be a built-in name (`smollm2`). Each prompt is rendered with the
+The checkpoint may also be a built-in name: `smollm2` (SmolLM2-135M-Instruct), the default. Every
+setting is checked before the weights load: a sampling value out of range (`--n 0`, `--top-p 5`, a
+negative `--temperature` or `--max-new-tokens`), a bad `--mesh`, a `--checkpoint` or `--tokenizer`
+that does not exist is one `error:` line naming it, exit 2. Each prompt is rendered with the
 tokenizer's chat template (generation prompt appended); stopping uses the tokenizer's EOS ids.
 With --mesh the weights and KV cache are split over the devices by the rollout rules (--rules,
 parallel/rules.py); the answers are those of one device. --slots 0 runs one static batch
@@ -14,14 +17,14 @@ instead of continuous batching.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import jax
 import jax.numpy as jnp
 
 from swe_rl_jax.checkpoints import load_hf
-from swe_rl_jax.config import ConfigError
-from swe_rl_jax.policy import resolve_checkpoint
+from swe_rl_jax.policy import ModelSource, check_model_files, resolve_checkpoint
 from swe_rl_jax.parallel import parse_mesh
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.sampling.config import RolloutConfig, build_engine
@@ -31,7 +34,8 @@ from swe_rl_jax.tokenizer import load_tokenizer
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m swe_rl_jax.cli generate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", default="smollm2", help="HF directory, .gguf file or built-in name")
+    p.add_argument("--checkpoint", default="smollm2",
+                   help="HF directory, .gguf file or built-in name (default: smollm2, SmolLM2-135M-Instruct)")
     p.add_argument("--tokenizer", default="", help="tokenizer directory (default: the checkpoint's)")
     p.add_argument("--prompt", action="append", required=True, help="user message (repeatable)")
     p.add_argument("--system", default="", help="optional system message")
@@ -53,24 +57,19 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    try:
-        rollout = RolloutConfig(mesh=parse_mesh(args.mesh) if args.mesh else None, rules=args.rules,
-                                slots=args.slots, segment_steps=args.segment_steps)
-        engine = build_engine(rollout)
-    except ConfigError as e:
-        print(f"error: {e}")
-        return 2
+    # Every setting is checked before the weights load (minutes for a large model): a bad value
+    # is one `error:` line and exit 2 (cli.py), naming the setting.
+    sp = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                        top_p=args.top_p, n=args.n, stop=tuple(args.stop))
+    rollout = RolloutConfig(mesh=parse_mesh(args.mesh) if args.mesh else None, rules=args.rules,
+                            slots=args.slots, segment_steps=args.segment_steps)
+    check_model_files(ModelSource(checkpoint=args.checkpoint, tokenizer=args.tokenizer), prefix="--")
+    engine = build_engine(rollout)
     src = resolve_checkpoint(args.checkpoint)
-    dtype = jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32
-    config, params = load_hf(src, dtype=dtype)
-    config = config.replace(dtype=args.dtype)
     tokenizer = load_tokenizer(resolve_checkpoint(args.tokenizer) if args.tokenizer else src)
-    try:
-        sp = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                            top_p=args.top_p, n=args.n, eos_ids=tokenizer.eos_ids, stop=tuple(args.stop))
-    except ConfigError as e:
-        print(f"error: {e}")
-        return 2
+    sp = dataclasses.replace(sp, eos_ids=tokenizer.eos_ids)
+    config, params = load_hf(src, dtype=jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32)
+    config = config.replace(dtype=args.dtype)
     params = engine.handoff(config, params)  # onto the mesh's rollout layout (unchanged without one)
     system = [{"role": "system", "content": args.system}] if args.system else []
     prompts = [tokenizer.encode_prompt(system + [{"role": "user", "content": q}]) for q in args.prompt]

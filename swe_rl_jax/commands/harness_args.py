@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from swe_rl_jax.files import output_dir
 from swe_rl_jax.harness import EnvironmentOptions, HarnessOptions, Limits
 from swe_rl_jax.harness.sandbox import ISOLATION_MODES
 
@@ -30,8 +31,16 @@ def add_harness_arguments(p: argparse.ArgumentParser, defaults: HarnessOptions =
                         "forger goes unnoticed, ~8 ms each; docs/HARNESS.md)")
 
 
+def _directory(path: str, flag: str) -> str:
+    """`path` absolute and checked as a directory this run may write into ("" stays "": the default)."""
+    return str(output_dir(path, flag)) if path else ""
+
+
 def harness_options(args: argparse.Namespace) -> HarnessOptions:
+    """The options, their directories made absolute and checked before any test runs (a file given
+    as `--work-dir` or `--env-cache` is an InputError naming the flag)."""
     return HarnessOptions(workers=args.workers, limits=Limits(timeout_s=args.timeout, memory_mb=args.memory_mb),
-                          env=EnvironmentOptions(cache_dir=args.env_cache, index_url=args.index_url),
-                          isolation=args.isolation, work_dir=args.work_dir, keep_worktrees=args.keep_worktrees,
-                          max_failing_sentinels=args.max_failing_sentinels)
+                          env=EnvironmentOptions(cache_dir=_directory(args.env_cache, "--env-cache"),
+                                                 index_url=args.index_url),
+                          isolation=args.isolation, work_dir=_directory(args.work_dir, "--work-dir"),
+                          keep_worktrees=args.keep_worktrees, max_failing_sentinels=args.max_failing_sentinels)

@@ -6,9 +6,11 @@ fake CPU devices or a real TPU topology (through libtpu, on any host) without al
     python -m swe_rl_jax.cli plan-memory --target v5p-32 --program rl --model llama3.3-70b \\
         --seq 16384 --batch 512 --micro-batches 64 --attention splash --json
 
-The logic lives in `swe_rl_jax/plan/`; this command checks the arguments, then re-runs itself
-in a child process whose jax has the target's devices (N fake CPU devices, or the environment
-libtpu needs to compile for a topology quietly), and prints the report (docs/TRAINING.md).
+The logic lives in `swe_rl_jax/plan/`; this command checks the arguments (a bad one is one
+`error:` line, exit 2), then re-runs itself in a child process whose jax has the target's devices
+(N fake CPU devices, or the environment libtpu needs to compile for a topology quietly), says on
+stderr as tracing and compiling start and end (a large model's compile takes minutes), and prints
+the report on stdout (docs/TRAINING.md, docs/SCALING.md).
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"plan-memory: {message}")
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = _Parser(prog="plan-memory", description=__doc__.split("\n\n")[0])
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m swe_rl_jax.cli plan-memory", description=__doc__,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--program", default="sft", choices=("sft", "rl", "critic", "rollout"),
                    help="sft train step | rl actor update | critic (PPO) update | rollout (prefill + decode)")
     p.add_argument("--target", default="", help="cpu:N, a TPU topology (v5p:2x2x2, v6e:8x8) or slice (v5p-32, "
@@ -62,7 +65,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--slots", type=int, default=64, help="rollout: decode slots of continuous batching (default "
                    "64, as the RL run's rollout.slots; 0: all sequences as one static batch)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    return parser().parse_args(argv)
+
+
+def _progress(line: str) -> None:
+    """A stage's start or end on stderr: a large model's compile is minutes of silence otherwise."""
+    print(f"plan-memory: {line}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str]) -> int:
@@ -86,7 +98,7 @@ def main(argv: list[str]) -> int:
         return subprocess.run(cmd, env={**env, _CHILD_ENV: "1"}).returncode
     from swe_rl_jax.plan.report import format_report, plan
 
-    report = plan(spec)
+    report = plan(spec, say=_progress)
     print(json.dumps(report) if args.json else format_report(report))
     return 0
 

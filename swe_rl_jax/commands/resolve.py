@@ -2,7 +2,7 @@
 
     python -m swe_rl_jax.cli resolve --instances FILE --repos DIR --out preds.jsonl [--config FILE]
         [--endpoint http://HOST:PORT/v1 --served-model NAME] [--shard I/N]
-        [key=value ...]      e.g. model.checkpoint=outputs/rl/hf agentless.num_samples=8
+        [key=value ...]      e.g. model.checkpoint=outputs/rl/hf agentless.num_samples=8 limit=50
 
 Per instance: file → function → line localization → `agentless.num_samples` SEARCH/REPLACE
 repairs → git diffs → drop broken / blank-only patches → majority vote (swe_rl_jax/resolve/,
@@ -13,23 +13,29 @@ on `model`, or an OpenAI-compatible endpoint (--endpoint, --served-model; `endpo
 file of recorded answers (`answers=FILE`). Writes one row `{"instance_id", "model_name_or_path",
 "model_patch"}` per instance (`model_patch` "" when no candidate survives) and
 `<out stem>.trace.jsonl` with what each stage found, every raw answer and candidate patch; prints
-a summary. A rerun on the same --out resumes: finished instances are kept, not sampled again.
+a summary (`instances_done_this_run`: instances finished by this run, `resumed`: kept from an
+earlier one). A rerun on the same --out resumes: finished instances are kept, not sampled again.
 Localization prompts use `localization` sampling (greedy by default), repairs `repair` sampling
 with n = `agentless.num_samples`; `agentless.reproduction_samples` > 0 adds the reproduction
 scripts, `agentless.mode=files` the Agentless Mini mode, and the presets configs/agentless.yaml
-and configs/agentless_mini.yaml the papers' settings (docs/EVAL.md, "Presets"). Exit 1 with one
-line when every request of a stage failed.
+and configs/agentless_mini.yaml the papers' settings (docs/EVAL.md, "Presets"). `limit=N` takes
+the first N instances (after `instance_ids`); 0, the default, takes all. Recorded answers write
+`model_name_or_path` `recorded:<file name>` unless `model_name` says otherwise.
+
+Every file is checked before a model loads: the inputs exist and are files (the clones a
+directory); --out, the trace and the test cache are files this run can write and none is an
+input. Bad input is one `error:` line and exit 2; exit 1 with one line when every request of a
+stage failed.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
-import sys
 from typing import Sequence
 
 from swe_rl_jax.config import load_config, require
-from swe_rl_jax.data.sources import InputError
+from swe_rl_jax.data.sources import REPOS_LAYOUT
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.run import run_resolve
 
@@ -38,9 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m swe_rl_jax.cli resolve", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--instances", help="SWE-bench instances, JSONL or JSON array")
-    p.add_argument("--repos", help="directory with one clone per repository "
-                                   "(<owner>__<name>, <owner>/<name> or <name>)")
-    p.add_argument("--out", help="predictions JSONL to write")
+    p.add_argument("--repos", help=f"directory with one clone per repository: {REPOS_LAYOUT}")
+    p.add_argument("--out", help="predictions JSONL to write (appended to: a rerun resumes)")
     p.add_argument("--endpoint", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
                                       "(default: the in-process sampler on model.checkpoint)")
     p.add_argument("--served-model", help="the model name the endpoint serves (required with --endpoint)")
@@ -64,11 +69,6 @@ def parse_args(argv: Sequence[str]) -> ResolveConfig:
 
 
 def main(argv: list[str]) -> int:
-    try:
-        config = parse_args(argv)
-        summary = run_resolve(config)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    summary = run_resolve(parse_args(argv))  # bad input: InputError, one line and exit 2 (cli.py)
     print(json.dumps(summary, indent=2, sort_keys=True))
     return 0

@@ -35,7 +35,7 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "FAIL_TO_PASS": ("fail_to_pass",),
     "PASS_TO_PASS": ("pass_to_pass",),
 }
-REPOS_LAYOUT = "<owner>__<name> or <owner>/<name> (a clone, bare clone or worktree; <name>.git works too)"
+REPOS_LAYOUT = "<owner>__<name>, <owner>/<name> or <name> (a clone, bare clone or worktree; a .git suffix works too)"
 # Regular files only: symlinks (120000) hold a target path and gitlinks (160000) a commit.
 _REGULAR_MODES = (b"100644", b"100755")
 # Variables that would point git at another repository than the one we name with -C.

@@ -22,6 +22,7 @@ from swe_rl_jax.harness.environments import (
 from swe_rl_jax.harness.evaluation import (
     ENVIRONMENT_ERRORS,
     ERROR_KINDS,
+    SETUP_ERRORS,
     HarnessOptions,
     evaluate_instance,
     evaluate_predictions,
@@ -38,7 +39,7 @@ from swe_rl_jax.harness.specs import DEFAULT_TEST_CMD, EnvironmentSpec, RepoSpec
 from swe_rl_jax.harness.testlog import SUCCESS
 
 __all__ = [
-    "DEFAULT_TEST_CMD", "ENVIRONMENT_ERRORS", "ERROR_KINDS", "SUCCESS", "ApplyResult", "Environment",
+    "DEFAULT_TEST_CMD", "ENVIRONMENT_ERRORS", "ERROR_KINDS", "SETUP_ERRORS", "SUCCESS", "ApplyResult", "Environment",
     "EnvironmentBuildError", "EnvironmentOptions", "EnvironmentSpec", "HarnessOptions", "Limits", "RepoSpec",
     "ScriptRun", "TestRun", "apply_patch", "ensure_environment", "evaluate_instance", "evaluate_predictions",
     "isolation_mode", "load_predictions", "load_specs", "parse_log", "parse_pytest_summary", "resolution_status",

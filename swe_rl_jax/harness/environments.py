@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from swe_rl_jax.config import require
+from swe_rl_jax.files import absolute
 from swe_rl_jax.harness.specs import EnvironmentSpec
 
 READY_MARKER = ".swe_rl_jax_ready"
@@ -63,9 +64,14 @@ class EnvironmentOptions:
 
     def __post_init__(self) -> None:
         require(self.build_timeout_s > 0, "build_timeout_s", "must be > 0")
+        # Absolute from the start: a relative path read from another directory (git inside a
+        # worktree follows the history store's path from there) names another place, and every
+        # checkout fails.
+        if self.cache_dir:
+            object.__setattr__(self, "cache_dir", str(absolute(self.cache_dir)))
 
     def root(self) -> Path:
-        return Path(self.cache_dir or default_cache_dir())
+        return Path(self.cache_dir) if self.cache_dir else absolute(default_cache_dir())
 
     def history_root(self) -> Path:
         """Where the base commits' history stores are kept (harness/checkout.py), beside the environments."""

@@ -14,9 +14,9 @@ XFAIL: the official grading counts them as passing, the RL rewards do not), `res
 `seconds`, `environment` (its cache key), `log` (the end of the test command's output;
 `write_report` puts it in `logs/<id>.log`).
 Summary: counts, `pct_applied` / `pct_resolved` over the evaluated predictions, `resolution`
-counts, errors and apply methods by kind, the isolation mode, and
-`environment_failure`: the reason when every instance failed for the environment's sake
-(ENVIRONMENT_ERRORS), else null.
+counts, errors and apply methods by kind, the isolation mode, and `setup_failure`: the cause when
+every instance failed in the harness's set-up rather than on its patch (SETUP_ERRORS), else null.
+`evaluate_predictions(progress=True)` shows a bar on stderr that advances as each run finishes.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import concurrent.futures
 import dataclasses
 import json
 import logging
+import sys
 import tempfile
 import time
 import traceback
@@ -34,6 +35,7 @@ from typing import Any, Mapping, Optional, Sequence
 from swe_rl_jax.config import require
 from swe_rl_jax.data.records import iter_jsonl
 from swe_rl_jax.data.sources import GitError, GitRepo, InputError, Instance, RepoLocator
+from swe_rl_jax.files import absolute, input_file, replacing_dir, write_text_atomic
 from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import EnvironmentBuildError, EnvironmentOptions, ensure_environment
 from swe_rl_jax.harness.grading import NO, RESOLUTION_STATUSES, FULL, resolution_status, tests_status, xfail_outcomes
@@ -50,6 +52,9 @@ ERROR_KINDS = ("unknown_instance", "no_tests", "empty_patch", "malformed_patch",
                "internal_error")
 # Errors that say the environment, not the patch, kept the tests from running.
 ENVIRONMENT_ERRORS = frozenset({"env_build_failed", "install_failed", "no_test_results"})
+# Errors of the harness's set-up, not of the patch: those of the environment, a clone or base commit
+# that is not there, a checkout that failed (it comes before any patch), a crash of the harness.
+SETUP_ERRORS = ENVIRONMENT_ERRORS | {"missing_repository", "missing_base_commit", "checkout_failed", "internal_error"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,20 +70,30 @@ class HarnessOptions:
     def __post_init__(self) -> None:
         require(self.workers >= 1, "workers", "must be >= 1")
         require(self.max_failing_sentinels >= 1, "max_failing_sentinels", "must be >= 1")
+        # Absolute from the start: the runs name their files inside it to git and the sandbox,
+        # which work in other directories (a relative one made every patch `does_not_apply`).
+        if self.work_dir:
+            object.__setattr__(self, "work_dir", str(absolute(self.work_dir)))
 
 
-def load_predictions(path: str | Path) -> list[dict[str, Any]]:
-    """SWE-bench predictions: JSONL rows with `instance_id` and `model_patch` (null reads as "")."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"predictions file not found: {path}")
+def load_predictions(path: str | Path, what: str = "predictions file") -> list[dict[str, Any]]:
+    """SWE-bench predictions: JSONL rows with `instance_id` and `model_patch` (null reads as "").
+    An InputError naming `what` (e.g. "--predictions") for a file that is not there or not a file,
+    a bad row, or an `instance_id` named twice (which row would count?)."""
+    path = input_file(path, what)
     rows = []
+    first_line: dict[str, int] = {}
     for lineno, row in iter_jsonl(path, InputError):
         if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
             raise InputError(f"{path}:{lineno}: expected an object with a string 'instance_id'")
         patch = row.get("model_patch") or ""
         if not isinstance(patch, str):
             raise InputError(f"{path}:{lineno}: 'model_patch' must be a string")
+        instance_id = row["instance_id"]
+        if instance_id in first_line:
+            raise InputError(f"{path}:{lineno}: a second prediction for {instance_id!r} (the first is on line "
+                             f"{first_line[instance_id]}); give one per instance")
+        first_line[instance_id] = lineno
         rows.append({**row, "model_patch": patch})
     return rows
 
@@ -141,17 +156,18 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
                    log=run.log or run.message)
 
 
-def environment_failure(records: Sequence[Mapping[str, Any]]) -> Optional[str]:
-    """One line naming the cause when every record failed for the environment's sake (an
-    environment that did not build, install steps that failed, tests that printed no results),
-    else None: such a run measured nothing about the patches."""
-    if not records or any(r["error"] not in ENVIRONMENT_ERRORS for r in records):
+def setup_failure(records: Sequence[Mapping[str, Any]]) -> Optional[str]:
+    """One line naming the cause when every record failed in the harness's set-up (SETUP_ERRORS:
+    a missing clone, a failed checkout, an environment that did not build, ...), else None: such a
+    run measured nothing about the patches, and its 0 % is no score."""
+    if not records or any(r["error"] not in SETUP_ERRORS for r in records):
         return None
     kinds = collections.Counter(r["error"] for r in records)
     first = next(r for r in records if r["error"] == kinds.most_common(1)[0][0])
     message = " ".join(str(first["message"]).split())[:300]
     counts = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
-    return f"every instance failed for the environment's sake ({counts}); e.g. {first['instance_id']}: {message}"
+    return (f"every instance failed in the harness's set-up, not on its patch ({counts}); "
+            f"e.g. {first['instance_id']}: {message}")
 
 
 def summarize(records: Sequence[Mapping[str, Any]], isolation: str) -> dict[str, Any]:
@@ -165,7 +181,7 @@ def summarize(records: Sequence[Mapping[str, Any]], isolation: str) -> dict[str,
             "errors": dict(sorted(collections.Counter(r["error"] for r in records if r["error"]).items())),
             "apply_methods": dict(sorted(collections.Counter(r["apply_method"] for r in records
                                                              if r["apply_method"]).items())),
-            "isolation": isolation, "environment_failure": environment_failure(records)}
+            "isolation": isolation, "setup_failure": setup_failure(records)}
 
 
 def index_instances(instances: Sequence[Instance]) -> dict[str, Instance]:
@@ -194,8 +210,11 @@ def check_inputs(predictions: Sequence[Mapping[str, Any]], instances: Sequence[I
 
 def evaluate_predictions(predictions: Sequence[Mapping[str, Any]], instances: Sequence[Instance],
                          locator: RepoLocator, specs: Mapping[str, RepoSpec],
-                         options: HarnessOptions = HarnessOptions()) -> dict[str, Any]:
-    """{"summary": ..., "records": [one per prediction, in prediction order]}."""
+                         options: HarnessOptions = HarnessOptions(), progress: bool = False) -> dict[str, Any]:
+    """{"summary": ..., "records": [one per prediction, in prediction order]}; with `progress`, a
+    bar on stderr over the predictions, advanced as each run finishes."""
+    from tqdm import tqdm
+
     isolation = isolation_mode(options.isolation)
     by_id = index_instances(instances)
     work_dir = options.work_dir or tempfile.gettempdir()
@@ -216,8 +235,15 @@ def evaluate_predictions(predictions: Sequence[Mapping[str, Any]], instances: Se
             log.error("%s: %s", instance_id, traceback.format_exc())
             return _record(instance_id, patch, error="internal_error", message=f"{type(e).__name__}: {e}")
 
-    with concurrent.futures.ThreadPoolExecutor(options.workers) as pool:
-        records = list(pool.map(one, predictions))
+    with concurrent.futures.ThreadPoolExecutor(options.workers) as pool, \
+            tqdm(total=len(predictions), desc="evaluate", unit="run", file=sys.stderr, disable=not progress) as bar:
+        futures = [pool.submit(one, p) for p in predictions]
+        resolved = 0
+        for done in concurrent.futures.as_completed(futures):
+            resolved += done.result()["resolved"]
+            bar.set_postfix(resolved=resolved, refresh=False)
+            bar.update(1)
+        records = [f.result() for f in futures]
     summary = summarize(records, isolation)
     summary["seconds"] = time.perf_counter() - start
     return {"summary": summary, "records": records}
@@ -225,15 +251,17 @@ def evaluate_predictions(predictions: Sequence[Mapping[str, Any]], instances: Se
 
 def write_report(report: Mapping[str, Any], out_dir: str | Path) -> Path:
     """`out_dir/report.json`, and each record's test output (`log`) as `out_dir/logs/<instance_id>.log`
-    instead of inside the report."""
-    out = Path(out_dir)
-    (out / "logs").mkdir(parents=True, exist_ok=True)
-    records = []
-    for record in report["records"]:
-        if record.get("log"):
-            (out / "logs" / f"{record['instance_id'].replace('/', '__')}.log").write_text(record["log"],
-                                                                                          encoding="utf-8")
-        records.append({k: v for k, v in record.items() if k != "log"})
+    instead of inside the report. Each is written whole, then moved into place (files.py): `logs/`
+    holds this report's logs only, never an earlier run's beside them, and an interrupted write
+    leaves the earlier report.json as it was."""
+    out = absolute(out_dir)
+    records = [{k: v for k, v in record.items() if k != "log"} for record in report["records"]]
+    # Serialized first: a report that cannot be written changes nothing on disk.
+    text = json.dumps({**report, "records": records}, indent=2, sort_keys=True) + "\n"
+    with replacing_dir(out / "logs") as logs:
+        for record in report["records"]:
+            if record.get("log"):
+                (logs / f"{record['instance_id'].replace('/', '__')}.log").write_text(record["log"], encoding="utf-8")
     path = out / "report.json"
-    path.write_text(json.dumps({**report, "records": records}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_text_atomic(path, text)
     return path

@@ -1,7 +1,7 @@
 """What an instance's tests need: the environment, the install steps, the test command, how its log
 reads and which tests it names.
 
-A spec file is a JSON (or YAML) object from a key to a spec. The spec of an instance is, first
+A spec file is a JSON object (a `.json` file; any other name is read as YAML) from a key to a spec. The spec of an instance is, first
 found: the user's `"<owner/name>@<version>"`, the user's `"<owner/name>"`, the built-in table's
 `"<owner/name>@<version>"` and `"<owner/name>"` (`spec_table.json` beside this module), the
 user's `"*"`; else the default (`infer_requirements`: defaults.py gives it pytest and the
@@ -49,8 +49,10 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from swe_rl_jax.config import read_yaml
+import yaml
+
 from swe_rl_jax.data.sources import InputError, Instance
+from swe_rl_jax.files import input_file
 from swe_rl_jax.harness.logformats import PARSERS
 
 DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider --tb=short"
@@ -136,18 +138,36 @@ def spec_from_dict(data: Any, where: str) -> RepoSpec:
                     env=tuple(sorted(env.items())))
 
 
-def load_specs(path: str | Path | None) -> dict[str, RepoSpec]:
-    """The spec file (JSON, or YAML; see the module docstring); {} for no file. A missing or
-    malformed file is a ConfigError, a bad spec an InputError, each naming the file."""
+def _read_spec_file(path: Path, what: str) -> dict[str, Any]:
+    """The file's top-level object: JSON for a `.json` file (a JSON file that does not parse is
+    "not valid JSON", not a YAML parser's complaint), YAML otherwise."""
+    kind = "JSON" if path.suffix == ".json" else "YAML"
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as e:
+        raise InputError(f"{what}: {path} is not valid {kind}: {' '.join(str(e).split())}") from None
+    if data is None:  # an empty YAML file: no specs
+        return {}
+    if not isinstance(data, dict):
+        raise InputError(f"{what}: {path}: the top level must be an object of specs, not {type(data).__name__}")
+    return data
+
+
+def load_specs(path: str | Path | None, what: str = "spec file") -> dict[str, RepoSpec]:
+    """The spec file (see the module docstring); {} for no file. A missing, unreadable or malformed
+    file, or a bad spec, is an InputError naming `what` (the option that gave it, e.g. "--specs")
+    and the file."""
     if not path:
         return {}
-    return {key: spec_from_dict(value, f"{path}: {key!r}") for key, value in read_yaml(path).items()}
+    file = input_file(path, what)
+    return {key: spec_from_dict(value, f"{file}: {key!r}") for key, value in _read_spec_file(file, what).items()}
 
 
 @functools.lru_cache(maxsize=1)
 def builtin_specs() -> Mapping[str, RepoSpec]:
     """The built-in table (`spec_table.json`: SWE-bench repositories that run without Docker)."""
-    return load_specs(BUILTIN_TABLE) if BUILTIN_TABLE.is_file() else {}
+    return load_specs(BUILTIN_TABLE, "the built-in spec table") if BUILTIN_TABLE.is_file() else {}
 
 
 def repo_spec(repo: str, specs: Mapping[str, RepoSpec], version: str = "",

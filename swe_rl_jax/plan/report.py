@@ -12,7 +12,7 @@ import math
 import re
 import time
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import jax
 
@@ -61,22 +61,29 @@ def _refused_temporaries(message: str) -> Optional[int]:
     return None if m is None else int(float(m.group(1)) * 1024 ** " KMGT".index(m.group(2)))
 
 
-def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]:
+def plan(spec: PlanSpec, config: Optional[ModelConfig] = None,
+         say: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
     """Compiles `spec.program` for its target in this process (which must have the target's
     devices: `targets.libtpu_env` / fake CPU devices) and reports per-chip bytes, fit and bounds.
-    config: a model other than the preset `spec.model` names (tests plan tiny ones)."""
+    config: a model other than the preset `spec.model` names (tests plan tiny ones). `say` gets a
+    line as each stage starts and ends: tracing and compiling a large model take minutes."""
     target, mesh_config, chip = resolve_layout(spec)
     mesh = make_mesh(mesh_config, target_devices(target))
     rules_name = spec.rules or ("fsdp_tp" if mesh_config.tensor > 1 else "fsdp")
     rules = get_rules(rules_name)
     config = spec.model_config(config)
+    model_name = spec.model if config == spec.model_config() else "custom"
+    mesh_text = ",".join(f"{k}={v}" for k, v in mesh.shape.items())
+    say(f"tracing the {spec.program} program of {model_name} for {target.name} (mesh {mesh_text})")
     program: Program = BUILDERS[spec.program](config, mesh, rules, spec)
     params_bytes = _per_chip_bytes(program.params)
     opt_bytes = _per_chip_bytes(program.opt_state) if program.opt_state is not None else 0
     start = time.perf_counter()
     refused = None
     try:
-        compiled = program.lower().compile()
+        lowered = program.lower()
+        say("traced; compiling it (minutes for a large model)")
+        compiled = lowered.compile()
         mem, hlo = compiled.memory_analysis(), compiled.as_text()
     except jax.errors.JaxRuntimeError as e:
         # The TPU compiler stops when a program's buffers exceed the chip's HBM: that is a
@@ -88,6 +95,8 @@ def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]
         mem = SimpleNamespace(argument_size_in_bytes=params_bytes + opt_bytes, output_size_in_bytes=0,
                               alias_size_in_bytes=0, temp_size_in_bytes=temp, generated_code_size_in_bytes=0)
     compile_seconds = time.perf_counter() - start
+    say(f"traced and compiled in {compile_seconds:.1f} s" if refused is None else
+        "the compiler refused the program: larger than the chip's memory")
     peak = (mem.argument_size_in_bytes + mem.output_size_in_bytes - mem.alias_size_in_bytes
             + mem.temp_size_in_bytes + mem.generated_code_size_in_bytes)
     resident = {name: _per_chip_bytes(tree) for name, tree in program.resident.items()}
@@ -108,7 +117,7 @@ def plan(spec: PlanSpec, config: Optional[ModelConfig] = None) -> dict[str, Any]
                                unsharded_split(mesh, rules, "mlp", config.intermediate_size),
                                lm_head=spec.program != "critic").as_dict()
     report: dict[str, Any] = {
-        "program": spec.program, "model": spec.model if config == spec.model_config() else "custom",
+        "program": spec.program, "model": model_name,
         "num_params": config.num_params(),
         "target": target.name, "topology": target.topology, "chip": chip.name, "devices": chips,
         "mesh": dict(mesh.shape), "rules": rules_name,

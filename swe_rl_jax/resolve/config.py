@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 from swe_rl_jax.config import require
@@ -32,7 +33,9 @@ class ResolveConfig:
     model: ModelSource = field(default_factory=ModelSource)
     endpoint: Optional[HttpPolicyConfig] = None
     answers: str = ""
-    model_name: str = ""  # model_name_or_path in the predictions (default: the served model or model.checkpoint)
+    # model_name_or_path in the predictions; default: the served model, `recorded:<file name>` for
+    # recorded answers (a file of answers is no model; the prefix says so), else model.checkpoint.
+    model_name: str = ""
     agentless: AgentlessOptions = field(default_factory=AgentlessOptions)
     localization: SamplingParams = field(default_factory=lambda: SamplingParams(max_new_tokens=1024,
                                                                                 temperature=0.0))
@@ -80,6 +83,11 @@ class ResolveConfig:
         unknown = sorted(set(self.greedy_first) - set(STAGES))
         require(not unknown, "greedy_first", f"unknown stage(s) {unknown}; stages: {', '.join(STAGES)}")
         require(not (self.endpoint and self.answers), "answers", "give an endpoint or recorded answers, not both")
+        # A stage asked for that cannot run is an error, not 0 runs: the scripts come from the
+        # reproduction stage.
+        require(not self.verification.reproduction or self.agentless.reproduction_samples > 0,
+                "verification.reproduction", "runs the reproduction stage's scripts, and there is none: "
+                "set agentless.reproduction_samples > 0 too")
 
     def sampling(self) -> StageSampling:
         """How each stage of the run samples."""
@@ -99,4 +107,6 @@ class ResolveConfig:
             return self.model_name
         if self.endpoint is not None:
             return self.endpoint.model
-        return self.answers or self.model.checkpoint
+        if self.answers:
+            return f"recorded:{Path(self.answers).name}"
+        return self.model.checkpoint

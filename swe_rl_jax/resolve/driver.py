@@ -94,29 +94,39 @@ def _git_error(instance_id: str, e: GitError) -> Resolution:
 
 
 def resolve_chunk(started: Sequence[tuple[str, Started]], policy: Policy, sampling: StageSampling, seed: int,
-                  counts: Counts) -> list[Resolution]:
-    """The Resolutions of one chunk, in order: its instances' questions asked together, round by round."""
+                  counts: Counts, on_round: Optional[Callable[[dict[str, int]], None]] = None,
+                  on_done: Optional[Callable[[], None]] = None) -> list[Resolution]:
+    """The Resolutions of one chunk, in order: its instances' questions asked together, round by round.
+    Progress, for a bar: `on_round(questions per stage)` before each round goes to the policy,
+    `on_done()` as each instance finishes (its steps, test runs included, are over)."""
     done: list[Optional[Resolution]] = [None] * len(started)
     asks: dict[int, Question] = {}
     errors: list[dict[str, str]] = [{} for _ in started]
     skipped: list[dict[str, str]] = [{} for _ in started]
 
+    def finish(k: int, res: Resolution) -> None:
+        done[k] = res
+        if on_done is not None:
+            on_done()
+
     def advance(k: int, step: Callable[[], Question]) -> None:
         try:
             asks[k] = step()
         except StopIteration as finished:
-            done[k] = finished.value
+            finish(k, finished.value)
         except GitError as e:
-            done[k] = _git_error(started[k][0], e)
+            finish(k, _git_error(started[k][0], e))
 
     for k, (_, run) in enumerate(started):
         if isinstance(run, Resolution):
-            done[k] = run
+            finish(k, run)
         else:
             advance(k, lambda run=run: next(run))
     while asks:
         # Every Ask of every waiting instance, each as one or more requests (greedy_first).
         flat = [(k, ask) for k, q in asks.items() for ask in ((q,) if isinstance(q, Ask) else q)]
+        if on_round is not None:
+            on_round(dict(collections.Counter(ask.stage for _, ask in flat)))
         parts = [sampling.requests(started[k][0], ask, seed) for k, ask in flat]
         got = iter(policy.generate([r for p in parts for r in p]))
         counts.generate_calls += 1

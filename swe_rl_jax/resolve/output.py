@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence, TypeVar
 
 from swe_rl_jax.data.sources import InputError
+from swe_rl_jax.files import write_text_atomic
 
 T = TypeVar("T")
 
@@ -64,7 +65,8 @@ def _prediction(instance_id: str, model_name: str, patch: str) -> dict[str, Any]
 
 
 def _write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    path.write_text("".join(_line(r) for r in rows), encoding="utf-8")
+    """The whole file at once (a temporary file moved into place): a kill leaves the old one."""
+    write_text_atomic(path, "".join(_line(r) for r in rows))
 
 
 def resume(out: Path, trace: Path, model_name: str) -> set[str]:
@@ -86,7 +88,6 @@ def resume(out: Path, trace: Path, model_name: str) -> set[str]:
         if row["instance_id"] in done and row["instance_id"] not in seen:
             seen.add(row["instance_id"])
             kept_trace.append(row)
-    out.parent.mkdir(parents=True, exist_ok=True)
     _write_rows(out, [_prediction(r["instance_id"], r["model_name_or_path"], r["model_patch"]) for r in rows])
     _write_rows(trace, kept_trace)
     return done
@@ -94,7 +95,6 @@ def resume(out: Path, trace: Path, model_name: str) -> set[str]:
 
 def write_predictions(path: Path, model_name: str, patches: Sequence[tuple[str, str]]) -> None:
     """A predictions file of (instance_id, patch) rows (`rerank`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     _write_rows(path, [_prediction(i, model_name, p) for i, p in patches])
 
 

@@ -8,10 +8,11 @@ trace kept the vote keys' digests (`key_sha`), are bad input: counted and named,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from swe_rl_jax.data.records import iter_jsonl
 from swe_rl_jax.data.sources import InputError
+from swe_rl_jax.files import input_file, output_file
 from swe_rl_jax.resolve.candidates import Candidate
 from swe_rl_jax.resolve.choice import choices
 from swe_rl_jax.resolve.output import write_predictions
@@ -19,9 +20,7 @@ from swe_rl_jax.resolve.selection import RULES
 
 
 def load_trace(path: str | Path) -> list[dict[str, Any]]:
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"trace not found: {path}")
+    path = input_file(path, "--trace")
     rows = []
     for lineno, row in iter_jsonl(path, InputError):
         if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str) \
@@ -68,22 +67,32 @@ def rerank(rows: Sequence[dict[str, Any]], rule: str) -> list[tuple[str, str, di
     return out
 
 
-def _run_model_name(trace: Path) -> str:
-    """The model name of the predictions beside the trace (`X.trace.jsonl` -> `X.jsonl`), else "rerank"."""
+def _run_predictions(trace: Path) -> Optional[Path]:
+    """The predictions of the run beside its trace (`X.trace.jsonl` -> `X.jsonl`), if there."""
     beside = trace.with_name(trace.name.removesuffix(".trace.jsonl") + ".jsonl")
-    if trace.name.endswith(".trace.jsonl") and beside.is_file():
-        for _, row in iter_jsonl(beside, InputError):
+    return beside if trace.name.endswith(".trace.jsonl") and beside.is_file() else None
+
+
+def _run_model_name(predictions: Optional[Path]) -> str:
+    """The model name of the run's predictions, else "rerank"."""
+    if predictions is not None:
+        for _, row in iter_jsonl(predictions, InputError):
             if isinstance(row, dict) and isinstance(row.get("model_name_or_path"), str):
                 return row["model_name_or_path"]
     return "rerank"
 
 
 def rerank_trace(trace: str | Path, rule: str, out: str | Path, model_name: str = "") -> dict[str, Any]:
-    """Writes the predictions of `rule` over `trace`'s rows to `out`; returns a summary: how many
-    instances get a patch, and how many choices differ from the run's own and from the plain vote."""
+    """Writes the predictions of `rule` over `trace`'s rows to `out` (whole, at the end); returns a
+    summary: how many instances get a patch, and how many choices differ from the run's own and
+    from the plain vote. `out` is checked first: never a directory, the trace, or the run's own
+    predictions when their model name is read."""
+    trace = input_file(trace, "--trace")
+    predictions = None if model_name else _run_predictions(trace)
+    out = output_file(out, "--out", inputs=(trace, predictions))
     rows = load_trace(trace)
     chosen = rerank(rows, rule)
-    write_predictions(Path(out), model_name or _run_model_name(Path(trace)), [(i, p) for i, p, _ in chosen])
+    write_predictions(out, model_name or _run_model_name(predictions), [(i, p) for i, p, _ in chosen])
     differs_run = sum(1 for row, (_, _, sel) in zip(rows, chosen)
                       if "selected" in row and row["selected"].get(row.get("selection", "majority")) != sel[rule])
     differs_vote = sum(1 for _, _, sel in chosen if sel[rule] != sel["majority"])

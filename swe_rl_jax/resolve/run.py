@@ -7,12 +7,14 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, Snapshot, load_instances
+from swe_rl_jax.files import input_dir, input_file, output_file
 from swe_rl_jax.policies import Policy
 from swe_rl_jax.resolve.choice import choose, verification_steps
 from swe_rl_jax.resolve.config import ResolveConfig
@@ -61,6 +63,21 @@ def _cache_path(config: ResolveConfig, out: Path) -> Path:
     return Path(config.verification.cache) if config.verification.cache else out.with_name(out.stem + ".tests.jsonl")
 
 
+def checked_files(config: ResolveConfig) -> ResolveConfig:
+    """`config` with its files made absolute (files.py) and checked before anything is read,
+    sampled or run: the instances and recorded answers are readable files, the clones a directory;
+    the predictions and the trace are files this run may write (it appends to them, for resume),
+    neither an input nor the other. (The verification stage's files: the `Verifier`'s checks.)"""
+    instances = input_file(config.instances, "--instances")
+    repos = input_dir(config.repos, "--repos")
+    answers = input_file(config.answers, "answers") if config.answers else None
+    out = output_file(config.out, "--out", (instances, answers))
+    trace = output_file(config.trace_out or out.with_name(out.stem + ".trace.jsonl"), "trace_out",
+                        (instances, answers, out))
+    return dataclasses.replace(config, instances=str(instances), repos=str(repos), answers=str(answers or ""),
+                               out=str(out), trace_out=str(trace))
+
+
 class _TestTotals:
     """What the summary says of verification and selection over the instances resolved now."""
 
@@ -94,18 +111,22 @@ class _TestTotals:
                                  "errors": dict(sorted(self.errors.items()))}}
 
 
+def _stages(asked: dict[str, int]) -> str:
+    """A round's questions for the bar, e.g. "asking repair x32"."""
+    return "asking " + ", ".join(f"{stage} x{n}" for stage, n in asked.items())
+
+
 def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[str, Any]:
     """Runs the pipeline with `policy` (default: `config.policy()`) and returns the summary.
-    Inputs are checked before the model loads: InputError when there is nothing to resolve."""
+    Inputs are checked before the model loads: InputError when there is nothing to resolve or a
+    file is not what it must be (`checked_files`)."""
     from tqdm import tqdm
 
+    config = checked_files(config)
     instances = select_instances(config)
-    if not Path(config.repos).is_dir():
-        raise InputError(f"--repos directory not found: {config.repos}")
     locator = RepoLocator(config.repos)
     locator.require_some(i.repo for i in instances)
-    out = Path(config.out)
-    trace = Path(config.trace_out) if config.trace_out else out.with_name(out.stem + ".trace.jsonl")
+    out, trace = Path(config.out), Path(config.trace_out)
     name = config.name()
     done = resume(out, trace, name)
     pending = [i for i in instances if i.instance_id not in done]
@@ -121,26 +142,35 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
     tests = _TestTotals()
     begin = time.perf_counter()
     if pending:
+        clones = Clones(locator)
+        # Made (its files checked) before the model loads.
+        verifier = Verifier(config.verification, clones, _cache_path(config, out)) \
+            if config.verification.enabled else None
         if policy is None:
             from swe_rl_jax.policies.config import make_policy
 
             policy = make_policy(config.policy(), config.rollout, config.mesh, config.max_prompt_tokens)
         out.parent.mkdir(parents=True, exist_ok=True)
+        trace.parent.mkdir(parents=True, exist_ok=True)
         outputs = Outputs(out, trace, name)
         sampling = config.sampling()
-        clones = Clones(locator)
         snapshots = _Snapshots(clones)
-        verifier = Verifier(config.verification, clones, _cache_path(config, out)) \
-            if config.verification.enabled else None
         with tqdm(total=len(pending), desc="resolve", unit="instance", file=sys.stderr,
                   disable=not config.progress) as bar:
+            def asking(asked: dict[str, int]) -> None:
+                bar.set_postfix_str(_stages(asked))
+
             for first in range(0, len(pending), config.chunk):
                 chunk = pending[first:first + config.chunk]
                 started = [(i.instance_id, start(i, snapshots, config.agentless)) for i in chunk]
-                resolutions = resolve_chunk(started, policy, sampling, config.seed, counts)
+                # The bar moves as each instance finishes its last stage: sampling, or the verification after it.
+                resolutions = resolve_chunk(started, policy, sampling, config.seed, counts, asking,
+                                            bar.update if verifier is None else None)
                 if verifier is not None:
+                    bar.set_postfix_str("verification")
                     resolutions = resolve_chunk([(r.instance_id, verification_steps(verifier, i, r)) for i, r in
-                                                 zip(chunk, resolutions)], policy, sampling, config.seed, counts)
+                                                 zip(chunk, resolutions)], policy, sampling, config.seed, counts,
+                                                asking, bar.update)
                 if verifier is not None or config.selection != "majority":
                     for res in resolutions:
                         choose(res, config.selection)
@@ -151,11 +181,10 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
                     fallbacks.update(res.fallbacks)
                     drops.update(c.dropped for c in res.candidates if c.dropped)
                     n_candidates += len(res.candidates)
-                bar.update(len(chunk))
     return {
         "instances": len(instances),
         "resumed": resumed,
-        "resolved_now": len(pending),
+        "instances_done_this_run": len(pending),
         "with_patch": status.get("patch", 0),
         "empty_patch": len(pending) - status.get("patch", 0),
         "status": dict(sorted(status.items())),

@@ -6,6 +6,8 @@ A row is `{"instance_id", "kind", "patch", "subject", "result"}`: `kind` is "reg
 `subject` the sha256 of the reproduction script, or of the regression test files (sorted, one per
 line); `result` what the run found (verification.py). Rows are appended as runs finish (a killed
 run leaves at worst a torn last line, which is skipped); a key written twice keeps its last row.
+Only test results are rows: a run that failed in the harness's set-up is never put here, and a row
+of one an older version wrote is run again (verification.setup_failure).
 """
 from __future__ import annotations
 

@@ -29,6 +29,12 @@ Per instance, with `VerificationConfig`:
 - The environment (harness spec: `specs` file, else the built-in table and the default environment)
   is built on the instance's first run that is not in the cache; when it cannot be, no test result
   exists for the instance (`error`: env_build_failed, or git_error when the repository cannot be read).
+- A run that failed in the harness's set-up (`setup_failure`: a checkout that failed, or, at the base
+  commit where no patch can be blamed, any of the harness's SETUP_ERRORS) is no test result either:
+  the instance's `error` is its kind, and it is never cached (nor read from a cache an older
+  version wrote), so a rerun with the set-up mended runs the tests.
+- The paths of `VerificationConfig` (`work_dir`, `env_cache`, `specs`, `cache`) are made absolute
+  and checked when the `Verifier` is made, before any test runs.
 """
 from __future__ import annotations
 
@@ -44,6 +50,8 @@ from swe_rl_jax.config import require
 from swe_rl_jax.data import prompts
 from swe_rl_jax.data.patches import PatchError
 from swe_rl_jax.data.sources import GitError, GitRepo, Instance
+from swe_rl_jax.files import output_dir, output_file
+from swe_rl_jax.harness.evaluation import SETUP_ERRORS
 from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.directives import django_label, patch_files
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, ensure_environment
@@ -84,6 +92,8 @@ class VerificationConfig:
     def __post_init__(self) -> None:
         require(self.workers >= 1, "verification.workers", "must be >= 1")
         require(self.timeout_s > 0, "verification.timeout_s", "must be > 0")
+        require(self.regression or not self.regression_selection, "verification.regression_selection",
+                "selects among the regression tests: set verification.regression=true, or this false")
 
     @property
     def enabled(self) -> bool:
@@ -112,6 +122,22 @@ class Verified:
                 "reproduction_at_base": self.reproduction_at_base, "test_runs": self.test_runs,
                 "cached_runs": self.cached_runs, "test_seconds": round(self.test_seconds, 3),
                 "verification_error": self.error, "verification_message": self.message}
+
+
+class SetupFailure(Exception):
+    """A run that failed in the harness's set-up, not on the code it tests (`setup_failure`)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def setup_failure(patch: str, result: dict[str, Any]) -> bool:
+    """Whether a run's result is a failure of the harness's set-up rather than a test result: a
+    checkout that failed (it comes before any patch), or any of SETUP_ERRORS at the base commit
+    (`patch` ""), where no patch can be blamed. With a patch, an install step or a test run that
+    fails may be the patch's doing: a result."""
+    return result.get("error") == "checkout_failed" or (not patch and result.get("error") in SETUP_ERRORS)
 
 
 def distinct(candidates: Sequence[Candidate]) -> dict[str, str]:
@@ -174,9 +200,11 @@ class _Runs:
 
     def _get(self, kind: str, patch: str, subject: str | Sequence[str],
              execute: Callable[[RepoSpec, Environment], dict[str, Any]]) -> dict[str, Any]:
+        """The run's result, from the cache or executed (and then cached); SetupFailure when the
+        run failed in the harness's set-up, which is neither cached nor taken from the cache."""
         key = run_key(self.inst.instance_id, kind, patch, subject)
         found = self.verifier.cache.get(key)
-        if found is not None:
+        if found is not None and not setup_failure(patch, found):
             with self._lock:
                 self.cached += 1
             return found
@@ -185,6 +213,8 @@ class _Runs:
         with self._lock:
             self.executed += 1
             self.seconds += time.perf_counter() - start
+        if setup_failure(patch, result):
+            raise SetupFailure(result["error"], result["message"])
         self.verifier.cache.put(key, result)
         return result
 
@@ -203,7 +233,8 @@ class _Runs:
             run = run_script(self.repo.path, self.commit, patch, script, env, spec, **self.verifier.harness)
             return {"outcome": parse_outcome(run.output, run.completed and not run.error),
                     "returncode": run.returncode, "completed": run.completed, "error": run.error,
-                    "output": run.output[-_OUTPUT_CHARS:], "seconds": round(run.seconds, 3)}
+                    "message": run.message[:500], "output": run.output[-_OUTPUT_CHARS:],
+                    "seconds": round(run.seconds, 3)}
         return self._get("reproduction", patch, script, execute)["outcome"]
 
 
@@ -213,15 +244,18 @@ class Verifier:
     def __init__(self, config: VerificationConfig, clones: Clones, cache_path: Path):
         self.config = config
         self.clones = clones
-        self.specs = load_specs(config.specs) if config.specs else {}
+        # Paths absolute and checked here, before any test runs (module docstring).
+        self.specs = load_specs(config.specs, "verification.specs") if config.specs else {}
         self.isolation = isolation_mode(config.isolation)
         self.limits = Limits(timeout_s=config.timeout_s, memory_mb=config.memory_mb,
                              max_processes=config.max_processes, wall_timeout_s=config.wall_timeout_s)
-        self.env_options = EnvironmentOptions(cache_dir=config.env_cache)
-        self.work_dir = Path(config.work_dir or tempfile.gettempdir())
+        self.env_options = EnvironmentOptions(
+            cache_dir=str(output_dir(config.env_cache, "verification.env_cache")) if config.env_cache else "")
+        self.work_dir = output_dir(config.work_dir, "verification.work_dir") if config.work_dir \
+            else Path(tempfile.gettempdir())
         self.work_dir.mkdir(parents=True, exist_ok=True)
         check_work_dir(self.work_dir, self.isolation)
-        self.cache = TestCache(cache_path)
+        self.cache = TestCache(output_file(cache_path, "verification.cache"))
         self.harness = dict(limits=self.limits, install_timeout_s=self.env_options.build_timeout_s,
                             isolation=self.isolation, work_dir=self.work_dir,
                             history_root=self.env_options.history_root())
@@ -269,8 +303,9 @@ class Verifier:
                 passed = {(k, i): pool.submit(runs.outcome, p, texts[i]) for k, p in keys.items() for i in kept}
                 failures = {k: len(regression_failures(passing, f.result()["statuses"])) for k, f in on_key.items()}
                 resolved = {ki: f.result() == "resolved" for ki, f in passed.items()}
-        except (EnvironmentBuildError, GitError) as e:
-            out.error = "env_build_failed" if isinstance(e, EnvironmentBuildError) else "git_error"
+        except (EnvironmentBuildError, GitError, SetupFailure) as e:
+            out.error = e.kind if isinstance(e, SetupFailure) else \
+                "env_build_failed" if isinstance(e, EnvironmentBuildError) else "git_error"
             out.message = str(e)[:500]
             out.test_runs, out.cached_runs, out.test_seconds = runs.executed, runs.cached, runs.seconds
             return out
