@@ -336,4 +336,4 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     shutil.copy(HOUR, tmp_path / "h.json.gz")
     assert cli_main(["curate", "--events", str(tmp_path / "h.json.gz"), "--repos", str(tmp_path / "missing"),
                      "--out", str(tmp_path / "o")]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert "--repos: no such directory" in capsys.readouterr().err

@@ -108,7 +108,7 @@ def test_wrong_layout_fails_naming_the_expected_one(tmp_path, origin, capsys):
     git("clone", "-q", str(origin_path), str(repos / "linty-checkout"))  # neither layout
     rc, _ = build(tmp_path, write_jsonl(tmp_path / "i.jsonl", [instance]), repos)
     err = capsys.readouterr().err
-    assert rc == 2 and "none of the 1 repositories" in err and "<owner>__<name> or <owner>/<name>" in err
+    assert rc == 2 and "none of the 1 repositories" in err and "<owner>__<name>, <owner>/<name> or <name>" in err
     assert str(repos / "lint-dev__linty") in err
 
 

@@ -111,7 +111,8 @@ def test_build_data_and_the_main_job_take_another_synthesize_output(tmp_path, ca
     assert cli(["build-data", "--sample", "--synthesized", "--synth-instances", str(tmp_path / "none.jsonl"),
                 "--out", str(tmp_path / "x")]) == 2
     errors = capsys.readouterr().err
-    assert "--synth-instances go with --sample --synthesized" in errors and "none.jsonl: no such file" in errors
+    assert "--synth-instances go with --sample --synthesized" in errors
+    assert f"--synth-instances: no such file: {tmp_path / 'none.jsonl'}" in errors
     # Bad rows: one clear line each, exit 2 (no traceback), naming the file and line or the instance.
     bad = {"malformed.jsonl": json.dumps(chosen[0]) + "\n{not json\n",
            "fieldless.jsonl": json.dumps({k: v for k, v in chosen[0].items() if k != "patch"}) + "\n",

@@ -37,6 +37,8 @@ TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
     "tokenizer.model", "added_tokens.json", "chat_template.jinja", "chat_template.json",
 )
+# Everything `save_hf` writes (glob patterns; `convert` replaces only a directory holding no more).
+EXPORT_FILES = ("config.json", "generation_config.json", "model*.safetensors", INDEX_FILE, *TOKENIZER_FILES)
 # Tensors a checkpoint may hold that carry no parameters of ours.
 _IGNORABLE_SUFFIXES = ("rotary_emb.inv_freq",)
 

@@ -26,29 +26,47 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+_REQUIRED = object()
+
+
+def _value(cfg: dict[str, Any], key: str, source: str, kind: type, default: Any = _REQUIRED) -> Any:
+    """`cfg[key]` as `kind` (int or float); a CheckpointError naming the key and the file when it
+    is missing (null counts as missing) and has no `default`, or is of another type."""
+    value = cfg.get(key)
+    if value is None:
+        if default is _REQUIRED:
+            raise CheckpointError(f"{source}: missing required key {key!r}")
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
+        raise CheckpointError(f"{source}: {key} must be {'a number' if kind is float else 'an integer'}, "
+                              f"got {value!r}")
+    return kind(value)
+
+
 def _rope(cfg: dict[str, Any], source: str) -> tuple[float, RopeScaling | None]:
     """Reads RoPE settings from either the transformers-5 `rope_parameters` form or the older
     `rope_theta` + `rope_scaling` form."""
     params = cfg.get("rope_parameters")
     if isinstance(params, dict):
-        theta = params.get("rope_theta", cfg.get("rope_theta", 10000.0))
+        theta = _value(params, "rope_theta", source, float, _value(cfg, "rope_theta", source, float, 10000.0))
         scaling = params
     else:
-        theta = cfg.get("rope_theta", 10000.0)
+        theta = _value(cfg, "rope_theta", source, float, 10000.0)
         scaling = cfg.get("rope_scaling") or {}
     rope_type = scaling.get("rope_type") or scaling.get("type") or "default"
+    of_scaling = f"{source} (rope scaling)"
     if rope_type == "default":
-        return float(theta), None
+        return theta, None
     if rope_type == "llama3":
-        return float(theta), RopeScaling(
+        return theta, RopeScaling(
             "llama3",
-            float(scaling["factor"]),
-            float(scaling["low_freq_factor"]),
-            float(scaling["high_freq_factor"]),
-            int(scaling["original_max_position_embeddings"]),
+            _value(scaling, "factor", of_scaling, float),
+            _value(scaling, "low_freq_factor", of_scaling, float),
+            _value(scaling, "high_freq_factor", of_scaling, float),
+            _value(scaling, "original_max_position_embeddings", of_scaling, int),
         )
     if rope_type == "linear":
-        return float(theta), RopeScaling("linear", float(scaling["factor"]))
+        return theta, RopeScaling("linear", _value(scaling, "factor", of_scaling, float))
     raise CheckpointError(f"{source}: rope type {rope_type!r} is not supported (default, linear, llama3)")
 
 
@@ -71,21 +89,21 @@ def config_from_hf(cfg: dict[str, Any], source: str = "config.json") -> ModelCon
     theta, scaling = _rope(cfg, source)
     eos = cfg.get("eos_token_id")
     eos_ids = tuple(int(e) for e in (eos if isinstance(eos, list) else [eos]) if e is not None)
-    heads = cfg["num_attention_heads"]
-    head_dim = cfg.get("head_dim")
+    heads, hidden = _value(cfg, "num_attention_heads", source, int), _value(cfg, "hidden_size", source, int)
+    head_dim = _value(cfg, "head_dim", source, int, None)
     data = dict(
         family=family,
-        vocab_size=cfg["vocab_size"],
-        hidden_size=cfg["hidden_size"],
-        intermediate_size=cfg["intermediate_size"],
-        num_layers=cfg["num_hidden_layers"],
+        vocab_size=_value(cfg, "vocab_size", source, int),
+        hidden_size=hidden,
+        intermediate_size=_value(cfg, "intermediate_size", source, int),
+        num_layers=_value(cfg, "num_hidden_layers", source, int),
         num_heads=heads,
-        num_kv_heads=cfg.get("num_key_value_heads") or heads,
-        head_dim=None if head_dim is None or head_dim * heads == cfg["hidden_size"] else head_dim,
-        rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+        num_kv_heads=_value(cfg, "num_key_value_heads", source, int, heads),
+        head_dim=None if head_dim is None or head_dim * heads == hidden else head_dim,
+        rms_norm_eps=_value(cfg, "rms_norm_eps", source, float, 1e-6),
         rope_theta=theta,
         rope_scaling=scaling,
-        max_position_embeddings=cfg.get("max_position_embeddings", 32768),
+        max_position_embeddings=_value(cfg, "max_position_embeddings", source, int, 32768),
         qkv_bias=family == "qwen2",
         qk_norm=family == "qwen3",
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),

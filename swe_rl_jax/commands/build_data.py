@@ -13,6 +13,13 @@ Instance files are JSON arrays, JSONL or Parquet. Writes OUT/<split>/<subtask>.j
 OUT/summary.json, and prints a summary table: tasks kept per split and subtask, skipped per
 subtask and reason, instances skipped by reason, files dropped from truncated trees by kind.
 The run is `swe_rl_jax/data/build.py`.
+
+OUT is built in a temporary directory beside it that replaces OUT whole at the end: a failed or
+interrupted build (Ctrl-C stops every worker) leaves an earlier build in OUT as it was, and a
+build of fewer subtasks leaves none of the earlier files. OUT must be new, empty or an earlier
+build (a directory holding other files is refused). A build with nothing in its input, or
+whose every instance and task was skipped, writes nothing and is an error saying why (exit 2).
+Paths and --beam-options are checked before any work.
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ from swe_rl_jax.data.build import BuildSources, Engine, build_from_sources, buil
 from swe_rl_jax.data.builder import format_summary
 from swe_rl_jax.data.options import BuildOptions, MiningOptions
 from swe_rl_jax.data.sources import GitError, InputError
+from swe_rl_jax.files import input_dir, input_file, output_dir
 from swe_rl_jax.synth.issue_text import ISSUE_STYLES
 
 # CLI flag → BuildOptions / MiningOptions field; unset flags keep the dataclass defaults.
@@ -142,9 +150,6 @@ def main(argv: list[str]) -> int:
     if (args.issue_style or args.synth_instances) and not args.synthesized:
         print("error: --issue-style and --synth-instances go with --sample --synthesized", file=sys.stderr)
         return 2
-    if args.synth_instances and not Path(args.synth_instances).is_file():
-        print(f"error: --synth-instances {args.synth_instances}: no such file", file=sys.stderr)
-        return 2
     if args.renamed_copies < 0:
         print(f"error: --renamed-copies must be >= 0, got {args.renamed_copies}", file=sys.stderr)
         return 2
@@ -158,6 +163,12 @@ def main(argv: list[str]) -> int:
         print("error: --repo-name needs exactly one --git-repo", file=sys.stderr)
         return 2
     try:
+        if args.synth_instances:
+            input_file(args.synth_instances, "--synth-instances")
+        if args.sample_repos:
+            output_dir(args.sample_repos, "--sample-repos")
+        if args.tokenizer not in (None, "", "qwen"):
+            input_dir(args.tokenizer, "--tokenizer")
         options = from_dict(BuildOptions, given_flags(args, _BUILD_FLAGS))
         mining = from_dict(MiningOptions, given_flags(args, _MINING_FLAGS))
         progress = not args.no_progress

@@ -1,8 +1,16 @@
-"""`convert`: HF directory or GGUF file -> HF directory (optionally re-typed), verified by re-import."""
+"""`convert`: HF directory or GGUF file -> HF directory (optionally re-typed), verified by re-import.
+
+The export is written in a temporary directory beside --out that replaces --out whole when it is
+complete: a failed or interrupted conversion leaves an earlier export as it was, and no shard of
+an earlier export stays beside the new ones. --out must be new, empty or an earlier export (a
+directory holding other files is refused), and not the source. Paths and --max-shard-gb are
+checked before the checkpoint is read.
+"""
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import sys
 import time
 from typing import Iterator
@@ -12,6 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from swe_rl_jax.checkpoints import load_hf, save_hf
+from swe_rl_jax.checkpoints.hf import EXPORT_FILES
+from swe_rl_jax.data.sources import InputError
+from swe_rl_jax.files import absolute, replacing_dir, result_dir
 from swe_rl_jax.policy import resolve_checkpoint
 
 
@@ -22,20 +33,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--tokenizer", default=None,
                         help="tokenizer dir or .gguf to copy (default: the source when it has one)")
-    parser.add_argument("--max-shard-gb", type=float, default=2.0)
+    parser.add_argument("--max-shard-gb", type=float, default=2.0,
+                        help="largest safetensors shard, in GiB (a positive number; default %(default)s)")
     parser.add_argument("--no-verify", action="store_true", help="skip the bit-exact re-import check")
     args = parser.parse_args(argv)
 
+    if not (math.isfinite(args.max_shard_gb) and args.max_shard_gb > 0):
+        raise InputError(f"--max-shard-gb must be a positive number of GiB, got {args.max_shard_gb}")
     src = resolve_checkpoint(args.src)
+    tokenizer = resolve_checkpoint(args.tokenizer) if args.tokenizer else None
+    if tokenizer and not tokenizer.exists():
+        raise InputError(f"--tokenizer: no such file or directory: {absolute(tokenizer)}")
+    out = result_dir(args.out, "--out", EXPORT_FILES, inputs=[src, tokenizer])
     dtype = jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32
     # Bad input (a missing source, a wrong-shaped tensor, a damaged GGUF) raises CheckpointError,
     # which the CLI reports in one line with exit status 2.
     with _stage(f"reading {src}"):
         config, params = load_hf(src, dtype=dtype)
-    tokenizer = args.tokenizer or _source_tokenizer(src)
-    with _stage(f"writing {args.out} ({config.num_params() / 1e6:.1f}M params, {args.dtype})"):
-        out = save_hf(args.out, config, params, tokenizer_dir=tokenizer,
-                      max_shard_bytes=int(args.max_shard_gb * 1024**3))
+    with _stage(f"writing {out} ({config.num_params() / 1e6:.1f}M params, {args.dtype})"), replacing_dir(out) as tmp:
+        save_hf(tmp, config, params, tokenizer_dir=tokenizer or _source_tokenizer(src),
+                max_shard_bytes=int(args.max_shard_gb * 1024**3))
     if not args.no_verify:
         with _stage("verifying: re-importing the export"):
             _, again = load_hf(out, dtype=dtype)

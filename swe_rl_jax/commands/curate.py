@@ -6,7 +6,14 @@
 Merged pull requests with their events in time order and their linked issues → one SWE-bench-style
 instance each (`OUT/instances.jsonl`, ids `owner__name-N`, ready for `build-data --instances`),
 and `OUT/report.json` with the counts of what was read and of each filter. The run is
-`swe_rl_jax/data/gharchive/` (docs/DATA.md, "Curation from GitHub's event archive").
+`swe_rl_jax/data/gharchive/` (docs/DATA.md, "Curation from GitHub's event archive"). Progress
+bars on stderr: the archive read (by bytes), then the pull requests assembled.
+
+OUT is made in a temporary directory beside it that replaces OUT whole at the end: a failed or
+interrupted run leaves an earlier result in OUT as it was. OUT must be new, empty or an earlier
+result (a directory holding other files is refused). Input with no pull request or issue event
+(an empty, garbled, binary or cut-short file) or no pull request kept is an error saying why
+(exit 2), and writes nothing. Paths are checked before any work.
 """
 from __future__ import annotations
 
@@ -16,9 +23,10 @@ from typing import Sequence
 
 from swe_rl_jax.commands.common import given_flags
 from swe_rl_jax.config import from_dict, load_config
-from swe_rl_jax.data.gharchive.curate import Ask, CurateOptions, curate
+from swe_rl_jax.data.gharchive.curate import Ask, CurateOptions, check_paths, curate
 from swe_rl_jax.data.gharchive.relevant import Message
 from swe_rl_jax.data.options import BuildOptions, MiningOptions
+from swe_rl_jax.files import input_file
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shortlist", type=int, default=dc.shortlist, metavar="N",
                    help="heuristic candidates the policy chooses among (%(default)s)")
     p.add_argument("--keep-store", action="store_true", help="keep OUT/events.sqlite (the grouped events)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
 
@@ -69,8 +78,9 @@ def main(argv: list[str]) -> int:
     mining = from_dict(MiningOptions, given_flags(args, ("max_files", "max_changed_lines")))
     build = from_dict(BuildOptions, given_flags(args, ("file_patterns", "exclude_patterns")))
     opts = CurateOptions(args.events, args.repos, args.out, args.related_files, args.shortlist, args.keep_store)
-    policy = _related_policy(args.related_policy) if args.related_policy else None
-    report = curate(opts, mining, build.source_filter(), policy)
+    check_paths(opts)  # before a policy loads (a sampler's model takes minutes)
+    policy = _related_policy(str(input_file(args.related_policy, "--related-policy"))) if args.related_policy else None
+    report = curate(opts, mining, build.source_filter(), policy, progress=not args.no_progress)
     print(json.dumps({"instances": report["instances"], "events": report["events"]["counts"],
                       "pull_requests": report["pull_requests"]["counts"], "seconds": report["seconds"]}, indent=2))
     print(f"wrote {args.out}/instances.jsonl and {args.out}/report.json")

@@ -19,24 +19,33 @@ machine can read back (the merge runs there).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import shlex
 import shutil
+import signal
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.runners.runner import PipelineRunner, create_runner
+from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
 from swe_rl_jax.config import from_dict, to_dict
 from swe_rl_jax.data.builder import (
-    BuildJob, BuildStats, ChunkBuilder, InstanceSource, assign_splits, iter_chunks, write_record_files, write_summary,
+    WORK_DIR, BuildJob, BuildStats, ChunkBuilder, InstanceSource, assign_splits, iter_chunks, write_record_files,
+    write_summary,
 )
+from swe_rl_jax.data.beam_worker import REGISTRY_ENV
 from swe_rl_jax.data.options import BuildOptions
-from swe_rl_jax.data.sources import Instance, RepoLocator
+from swe_rl_jax.data.sources import InputError, Instance, RepoLocator
 
-WORK_DIR = "beam_work"  # under the output directory; removed after the merge
 CHUNKS_FILE, JOB_FILE = "chunks.jsonl", "job.json"  # what a work directory holds
 _KEY_WIDTH = 12  # zero-padded chunk number and position: shard lines sort as text
 
@@ -168,25 +177,80 @@ def _merged(shards: list[Path]) -> Iterator[tuple[str, str, str]]:
             h.close()
 
 
-def pipeline_options(beam_options: str, workers: int) -> PipelineOptions:
-    """`--beam-options` as given; empty: the DirectRunner, with `workers` processes when above 1."""
-    args = shlex.split(beam_options)
-    if not args:
-        args = ["--runner=DirectRunner"]
-        if workers > 1:
-            args += [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
-    return PipelineOptions(args)
+# The DirectRunner's engine runs `--workers` SDK worker processes with this command: Beam's own
+# worker, started quiet and deaf to SIGINT as the command is (`beam_worker.py`). Beam runs it with
+# a shell; `exec` leaves no shell between, which a Ctrl-C would end (a worker "failed").
+_WORKER_COMMAND = f"exec {shlex.quote(sys.executable)} -m swe_rl_jax.data.beam_worker"
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineSetup:
+    """What a pipeline runs on: a runner (None: the one `options` names, else the DirectRunner)."""
+
+    runner: PipelineRunner | None
+    options: PipelineOptions
+
+
+def pipeline_setup(beam_options: str, workers: int) -> PipelineSetup:
+    """`--beam-options` as given, checked before any work (InputError: options that do not split or
+    a runner Beam does not know); empty: the DirectRunner, with `workers` worker processes when above 1.
+
+    Those processes are the DirectRunner's own engine (FnApiRunner) with its worker command
+    replaced (`_WORKER_COMMAND`): Beam's `direct_running_mode=multi_processing` starts its stock
+    worker, which logs at INFO whatever the command's quiet setting. (Its in_memory mode, which
+    this is, warns under `--verbose` that more than one worker wants multi_processing; the
+    workers run all the same.)"""
+    try:
+        args = shlex.split(beam_options)
+    except ValueError as e:  # an unclosed quote
+        raise InputError(f"--beam-options {beam_options!r}: {e}") from None
+    if not args and workers > 1:
+        environment = SubprocessSDKEnvironment.from_command_string(_WORKER_COMMAND)
+        return PipelineSetup(FnApiRunner(default_environment=environment),
+                             PipelineOptions([f"--direct_num_workers={workers}"]))
+    options = PipelineOptions(args or ["--runner=DirectRunner"])
+    name = options.view_as(StandardOptions).runner
+    try:
+        return PipelineSetup(create_runner(name) if name else None, options)
+    except (ValueError, ImportError) as e:
+        raise InputError(f"--beam-options: {e}") from None
+
+
+@contextlib.contextmanager
+def stopping_workers() -> Iterator[None]:
+    """While a pipeline runs here: the worker processes it starts register themselves
+    (`beam_worker.py`), and an interrupt (SIGINT, SIGTERM: KeyboardInterrupt, as cli.py makes
+    both) ends them first. Beam's runner, when interrupted, waits for its workers to finish the
+    bundles they are on, which wait for the runner: without this, the run never ends."""
+    with tempfile.TemporaryDirectory(prefix="swe_rl_jax_beam_workers_") as registry:
+        def stop(signum: int, frame: Any) -> None:
+            for name in os.listdir(registry):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(name), signal.SIGTERM)
+            raise KeyboardInterrupt
+
+        inherited = os.environ.get(REGISTRY_ENV)
+        os.environ[REGISTRY_ENV] = registry
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            os.environ.pop(REGISTRY_ENV)
+            if inherited is not None:
+                os.environ[REGISTRY_ENV] = inherited
 
 
 def build_with_beam(instances: InstanceSource, locator: RepoLocator, options: BuildOptions, out_dir: str | Path,
-                    repos: set[str], beam_options: str = "", workers: int = 1,
+                    repos: set[str], setup: PipelineSetup,
                     extra_summary: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The build of `builder.build_dataset` run as a Beam pipeline (see the module docstring):
-    the same files in `out_dir`; returns the summary."""
+    """The build of `builder.build_dataset` run as a Beam pipeline on `setup` (see the module
+    docstring): the same files in `out_dir`; returns the summary."""
     out_dir = Path(out_dir)
     work = out_dir / WORK_DIR
     job, stats = write_work(instances, locator, options, repos, work)
-    with beam.Pipeline(options=pipeline_options(beam_options, workers)) as p:
+    with stopping_workers(), beam.Pipeline(runner=setup.runner, options=setup.options) as p:
         built = p | "Read" >> beam.io.ReadFromText(str(work / CHUNKS_FILE)) | "Chunks" >> BuildChunks(job)
         (built["records"] | "Line" >> beam.Map(_shard_line)
          | "Shards" >> beam.io.WriteToText(str(work / "records"), file_name_suffix=".tsv"))

@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import multiprocessing
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence, Union
@@ -37,6 +38,7 @@ from swe_rl_jax.data.prepared import SkipInstance, prepare
 from swe_rl_jax.data.records import SPLITS, TaskRecord, records_file
 from swe_rl_jax.data.sources import GitError, GitRepo, InputError, Instance, RepoLocator
 from swe_rl_jax.data.tasks import BUILDERS, SkipTask, TaskContext
+from swe_rl_jax.quiet import quiet_if_inherited
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,7 @@ _CHUNK_SIZE = 8  # instances per unit of work, unless a commit's run of instance
 _MAX_CHUNK_SIZE = 64  # ... up to this many
 _IN_FLIGHT = 4  # chunks per worker sent ahead of the one being written
 _MALFORMED_NAMED = 20  # bad rows named in the summary (all are counted)
+WORK_DIR = "beam_work"  # a Beam build's work directory, under the output directory (beam_build.py)
 
 
 def _repo_hash(repo: str) -> float:
@@ -100,9 +103,11 @@ class _RepoCache:
         return self.repos[repo]
 
     def close(self) -> None:
-        for repo in self.repos.values():
+        # Emptied before the repositories close: Beam tears a builder down from another thread
+        # when a run is stopped, possibly while a chunk still opens repositories.
+        repos, self.repos = list(self.repos.values()), collections.OrderedDict()
+        for repo in repos:
             repo.close()
-        self.repos.clear()
 
 
 @dataclasses.dataclass
@@ -290,6 +295,10 @@ _worker: ChunkBuilder | None = None  # the builder of a worker process (`--worke
 
 def _start_worker(job: BuildJob) -> None:
     global _worker
+    # Ctrl-C reaches the whole process group: the launching process stops the run and its
+    # workers (`_built_in_parallel`), and no worker prints a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    quiet_if_inherited()
     _worker = ChunkBuilder(job)
 
 
@@ -324,6 +333,14 @@ def _built_in_parallel(job: BuildJob, chunks: Iterable[list[Instance]], workers:
         while pending:
             n, future = pending.popleft()
             yield n, future.result()
+    except BaseException:
+        # Interrupted or failed: the chunks the workers are on are of no use; end them now
+        # rather than after those chunks (the pool has no public way before Python 3.14).
+        workers_now = list((pool._processes or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in workers_now:
+            process.terminate()
+        raise
     finally:
         pool.shutdown(cancel_futures=True)
 
@@ -421,14 +438,34 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines += ["", "instances skipped: " + (", ".join(f"{r}={n}" for r, n in skips.items()) or "none")]
     if summary["events"]:
         lines.append("events: " + ", ".join(f"{r}={n}" for r, n in summary["events"].items()))
-    mining = summary.get("mining")
-    if mining:
-        for repo_name, stats in mining.items():
-            dropped = ", ".join(f"{r}={n}" for r, n in stats["dropped"].items()) or "none"
-            lines.append(f"mined {repo_name}: {stats['commits_examined']} commits examined, "
-                         f"{stats['instances']} kept; dropped: {dropped}")
+    lines += [mining_line(repo_name, stats) for repo_name, stats in summary.get("mining", {}).items()]
     repos = summary["repos"]
     lines.append(f"repositories: {len(repos['train'])} train, {len(repos['validation'])} validation")
     if summary.get("repos_missing"):
         lines.append("repositories not found: " + ", ".join(summary["repos_missing"]))
     return "\n".join(lines)
+
+
+def mining_line(repo_name: str, stats: dict[str, Any]) -> str:
+    """One repository's mining statistics (`mining.mine_history`) in a line."""
+    dropped = ", ".join(f"{r}={n}" for r, n in stats["dropped"].items()) or "none"
+    return (f"mined {repo_name}: {stats['commits_examined']} commits examined, {stats['instances']} kept; "
+            f"dropped: {dropped}")
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{reason}={n}" for reason, n in counts.items())
+
+
+def nothing_built(summary: dict[str, Any]) -> str | None:
+    """Why a build wrote no record at all, in one line (the skips that took every instance and
+    task); None when it wrote some."""
+    if "tfds" in summary:
+        written = sum(n for splits in summary["tfds"]["examples"].values() for n in splits.values())
+        return None if written else "nothing built: the TFDS datasets hold no example"
+    if any(n for split in summary["tasks_written"].values() for n in split.values()):
+        return None
+    skipped = [f"instances skipped: {_counts(summary['instances_skipped'])}"] if summary["instances_skipped"] else []
+    skipped += [f"{subtask} skipped: {_counts(c)}" for subtask, c in summary["tasks_skipped"].items() if c]
+    return (f"nothing built: no task from the {summary['instances_read']} instances read"
+            + (f" ({'; '.join(skipped)})" if skipped else ""))

@@ -30,7 +30,7 @@ from etils import epath  # noqa: E402
 
 from swe_rl_jax.data import tfds_builder as tb  # noqa: E402
 from swe_rl_jax.data.beam_build import (  # noqa: E402
-    CHUNKS_FILE, WORK_DIR, BuildChunks, chunk_split, pipeline_options, read_job, write_work,
+    CHUNKS_FILE, WORK_DIR, BuildChunks, PipelineSetup, chunk_split, read_job, stopping_workers, write_work,
 )
 from swe_rl_jax.data.builder import BuildJob, InstanceSource  # noqa: E402
 from swe_rl_jax.data.options import BuildOptions  # noqa: E402
@@ -41,7 +41,7 @@ from swe_rl_jax.subtasks import SUBTASKS  # noqa: E402
 DATASET_NAME = "swe_build"
 
 
-class SweBuild(tfds.core.GeneratorBasedBuilder):
+class SweBuild(tb.QuietBuilder, tfds.core.GeneratorBasedBuilder):
     """SoRFT subtask and SWE-RL task prompt records, built from instances with Beam."""
 
     VERSION = tfds.core.Version("1.0.0")
@@ -91,17 +91,17 @@ class _SplitExamples(beam.PTransform):
 
 
 def build_tfds(instances: InstanceSource, locator: RepoLocator, options: BuildOptions, repos: set[str],
-               out_dir: str | Path, data_dir: str | Path, beam_options: str = "",
-               workers: int = 1) -> dict[str, dict[str, Any]]:
+               out_dir: str | Path, data_dir: str | Path, setup: PipelineSetup) -> dict[str, dict[str, Any]]:
     """Writes the work directory under `out_dir` (kept: `tfds build` can run it again) and builds
-    `swe_build/rl_<subtask>` in `data_dir` for every subtask of `options`; returns
+    `swe_build/rl_<subtask>` in `data_dir` for every subtask of `options` on `setup`; returns
     {subtask: {split: examples}}."""
     work = Path(out_dir) / WORK_DIR
     write_work(instances, locator, options, repos, work)
     sizes = {}
     for subtask in options.subtasks:
         builder = SweBuild(config=tb.config_name("rl", subtask), data_dir=str(data_dir))
-        builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
-            manual_dir=str(work), beam_options=pipeline_options(beam_options, workers)))
+        with stopping_workers():
+            builder.download_and_prepare(download_config=tfds.download.DownloadConfig(
+                manual_dir=str(work), beam_runner=setup.runner, beam_options=setup.options))
         sizes[subtask] = {split: info.num_examples for split, info in builder.info.splits.items()}
     return sizes

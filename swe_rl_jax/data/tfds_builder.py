@@ -52,6 +52,7 @@ import tensorflow_datasets as tfds  # noqa: E402
 from etils import epath  # noqa: E402
 
 from swe_rl_jax.data.records import SPLITS, RecordFormatError, iter_jsonl  # noqa: E402
+from swe_rl_jax.quiet import is_quiet  # noqa: E402
 from swe_rl_jax.subtasks import SUBTASKS  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -226,13 +227,27 @@ def record_features(kind: str) -> tfds.features.FeaturesDict:
     return tfds.features.FeaturesDict(features)
 
 
+class QuietBuilder:
+    """A builder mixin: TFDS prints (to stdout, not a logger) "Downloading and preparing dataset" and
+    "... downloaded and prepared", which say nothing of a dataset built offline from local files;
+    only under the global `--verbose` (`quiet.py`)."""
+
+    def _log_download_bytes(self) -> None:
+        if not is_quiet():
+            super()._log_download_bytes()
+
+    def _log_download_done(self) -> None:
+        if not is_quiet():
+            super()._log_download_done()
+
+
 @dataclasses.dataclass(eq=False)
 class SweSubtasksConfig(tfds.core.BuilderConfig):
     kind: str = "rl"
     subtask: str = "file_localization"
 
 
-class SweSubtasks(tfds.core.GeneratorBasedBuilder):
+class SweSubtasks(QuietBuilder, tfds.core.GeneratorBasedBuilder):
     """SoRFT subtask and SWE-RL task records (prompts, or SFT examples with `response`)."""
 
     VERSION = tfds.core.Version("1.0.0")

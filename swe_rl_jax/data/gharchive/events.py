@@ -21,7 +21,7 @@ import gzip
 import json
 import zlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from swe_rl_jax.data.sources import InputError
 
@@ -36,6 +36,7 @@ _IGNORED = frozenset((
     "PullRequestReviewThreadEvent", "ReleaseEvent", "SponsorshipEvent", "TeamAddEvent", "WatchEvent",
 ))
 _EXAMPLES_PER_PROBLEM = 20
+_LINES_PER_ADVANCE = 4096  # lines between two reports of the bytes read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +87,17 @@ class Tally:
                 "examples": {k: v for k, v in sorted(self.examples.items()) if v}}
 
 
+def nothing_read(tally: Tally) -> str | None:
+    """Why the archive gave no event to read (an empty, garbled, binary or cut-short file, or only
+    other event types), in one line naming the counts; None when it gave some."""
+    if any(name.startswith("read_") for name in tally.counts):
+        return None
+    counts = ", ".join(f"{name}={n}" for name, n in sorted(tally.counts.items()) if name != "archive_files")
+    first = next((places[0] for places in tally.examples.values() if places), "")
+    return (f"no pull request or issue event in {tally.counts['archive_files']} archive file(s) "
+            f"({counts or 'no lines'}{'; first: ' + first if first else ''})")
+
+
 def archive_files(spec: str) -> list[Path]:
     """The archive files a `--events` value names: a directory (its *.json.gz, *.json and *.jsonl
     files), a file, or a glob; sorted by path (hourly names sort in time order)."""
@@ -101,17 +113,24 @@ def archive_files(spec: str) -> list[Path]:
     return sorted(files)
 
 
-def _lines(path: Path, tally: Tally) -> Iterator[tuple[int, bytes]]:
-    """(line number, raw line); a gzip file cut short ends the file, counted and named."""
-    with path.open("rb") as f:
-        opener = gzip.open if f.read(2) == b"\x1f\x8b" else open
-    lineno = 0
-    try:
-        with opener(path, "rb") as f:
-            for lineno, line in enumerate(f, start=1):
-                yield lineno, line
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        tally.add("truncated_or_corrupt_gzip", f"{path} after line {lineno}: {e}")
+def _lines(path: Path, tally: Tally, advance: Callable[[int], object]) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw line); a gzip file cut short ends the file, counted and named.
+    `advance(n)` is told of the file's bytes as they are read (a progress bar by bytes)."""
+    lineno, told = 0, 0
+    with path.open("rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        try:
+            with (gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw) as f:
+                for lineno, line in enumerate(f, start=1):
+                    yield lineno, line
+                    if lineno % _LINES_PER_ADVANCE == 0:
+                        now = raw.tell()
+                        advance(now - told)
+                        told = now
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            tally.add("truncated_or_corrupt_gzip", f"{path} after line {lineno}: {e}")
+        advance(path.stat().st_size - told)
 
 
 def _text(obj: dict, key: str) -> str | None:
@@ -170,11 +189,12 @@ def normalize(raw: Any) -> Event | str:
                  created=str(pr.get("created_at") or ""), **common)
 
 
-def read_events(paths: list[Path], tally: Tally) -> Iterator[Event]:
-    """The read events of every file in order; everything else is counted in `tally`."""
+def read_events(paths: list[Path], tally: Tally, advance: Callable[[int], object] = lambda n: None) -> Iterator[Event]:
+    """The read events of every file in order; everything else is counted in `tally`. `advance(n)`
+    is told of every n bytes of the files read."""
     for path in paths:
         tally.add("archive_files")
-        for lineno, line in _lines(path, tally):
+        for lineno, line in _lines(path, tally, advance):
             if not line.strip():
                 continue
             tally.add("lines")

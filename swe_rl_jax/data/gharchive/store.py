@@ -61,6 +61,9 @@ class EventStore:
             tally.counts["duplicate_events"] += duplicates
         batch.clear()
 
+    def pull_count(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM (SELECT DISTINCT repo, number FROM events)").fetchone()[0]
+
     def pulls(self) -> Iterator[tuple[str, int, list[Event]]]:
         """(repo, number, events in time order) of every pull request, by repository and number."""
         keys = self.db.cursor()  # its own cursor: the keys stream while the loop body runs other queries
