@@ -315,3 +315,13 @@ def test_docs_and_help_say_what_the_code_does(tmp_path, capsys):
     training = (ROOT / "docs" / "TRAINING.md").read_text()
     table = training[training.index("## Memory planning"):training.index("TPU targets compile")]
     assert len(flags) > 20 and [f for f in flags if f"`{f}`" not in table and f"`{f} " not in table] == []
+
+
+def test_no_command_is_an_error_not_a_success(capsys):
+    """The entry point without a command did nothing and said so with exit 0; it is bad input."""
+    from swe_rl_jax.cli import main as cli
+
+    assert cli([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("error: no command given") and "commands:" in captured.err
+    assert cli(["--help"]) == 0 and "commands:" in capsys.readouterr().out

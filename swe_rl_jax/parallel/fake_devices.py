@@ -25,7 +25,7 @@ def fake_device_env(
     """A copy of `base` (default os.environ) set up for `num_devices` CPU devices."""
     env = dict(os.environ if base is None else base)
     flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(_FLAG)]
-    flags += [f"{_FLAG}={num_devices}", *(FAST_COMPILE_FLAGS if fast_compile else ())]
+    flags += [f"{_FLAG}={num_devices}", *(f for f in FAST_COMPILE_FLAGS if fast_compile and f not in flags)]
     env["XLA_FLAGS"] = " ".join(flags)
     env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
