@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
+    sandbox = sys.modules.get("swe_rl_jax.harness.sandbox")
+    if sandbox is not None:  # an earlier command of this process may have been interrupted
+        sandbox.allow_runs()
     from swe_rl_jax.policies.base import PolicyError
     # SIGTERM (a scheduler's stop, `kill`) ends the run the way Ctrl-C does: one line, no traceback.
     # SIGINT too even where the parent left it ignored (a script's `command &`), so `kill -INT` stops a run.
@@ -82,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.main(rest) or 0)
     except KeyboardInterrupt:
+        sandbox = sys.modules.get("swe_rl_jax.harness.sandbox")
+        if sandbox is not None:  # test runs in their own sessions, out of the terminal's reach
+            sandbox.stop_all_runs()
         print(f"interrupted: {INTERRUPTED.get(name, _NOTHING_KEPT)}", file=sys.stderr)
         return 130
     except user_errors() as e:  # bad input: one clear line, no traceback

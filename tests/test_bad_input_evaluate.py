@@ -235,3 +235,64 @@ def test_a_verification_stage_that_cannot_run_is_a_configuration_error():
     with pytest.raises(ConfigError, match="verification.regression_selection.*verification.regression=true, or this false"):
         VerificationConfig(regression_selection=True)
     ResolveConfig(agentless=AgentlessOptions(reproduction_samples=2), verification=VerificationConfig(reproduction=True))
+
+
+def _hanging_patch(repos: Path, row: dict, marker: str, seconds: int) -> str:
+    """A patch that, when the package is imported, leaves a marker in the work tree and starts a
+    `sleep` that uses no CPU (so no CPU limit ends it soon)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        subprocess.run(["git", "clone", "-q", str(repos / row["repo"].replace("/", "__")), scratch], check=True)
+        subprocess.run(["git", "-C", scratch, "checkout", "-q", row["base_commit"]], check=True)
+        init = Path(scratch) / "configlet" / "__init__.py"
+        init.write_text(init.read_text() + f"\nimport subprocess as _s\nopen({marker!r}, 'w').close()\n"
+                                           f"_s.run(['sleep', '{seconds}'])\n")
+        return subprocess.run(["git", "-C", scratch, "diff"], check=True, capture_output=True, text=True).stdout
+
+
+def test_an_interrupt_stops_the_sandboxed_runs_and_writes_no_report(repos, options, tmp_path):
+    """Class: Ctrl-C or SIGTERM while tests run. The runs live in sessions of their own (out of the
+    terminal's reach) and the pool went on with every queued prediction: the command kept running
+    to the runs' time limits and ended in a traceback. Now the sandboxed processes are killed, the
+    queue dropped, one `interrupted:` line, exit 130, no report."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    row = next(r for r in ROWS if r["instance_id"] == "quillsoft__configlet-12")
+    patch = _hanging_patch(repos, row, "HANG_MARKER", 987)
+    preds = _jsonl(tmp_path / "preds.jsonl", [{"instance_id": r["instance_id"], "model_patch": patch}
+                                              for r in ROWS if r["repo"] == row["repo"]][:4])
+    out, work = tmp_path / "out", Path(options.work_dir) / "interrupted"
+    proc = subprocess.Popen([sys.executable, "-m", "swe_rl_jax.cli", "evaluate", "--predictions", str(preds),
+                             "--instances", str(INSTANCES), "--repos", str(repos), "--specs", str(SPECS),
+                             "--out", str(out), "--workers", "1", "--env-cache", options.env.cache_dir,
+                             "--work-dir", str(work)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def sleeping() -> list[int]:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", b"987"]:
+                    found.append(int(pid))
+            except OSError:
+                continue
+        return found
+
+    deadline = time.monotonic() + 240
+    while not sleeping() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sleeping(), "the hanging run never started"
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("evaluate:")]
+    assert len(lines) == 1 and lines[0].startswith("interrupted:"), lines
+    time.sleep(0.5)
+    assert not sleeping() and not (out / "report.json").exists()

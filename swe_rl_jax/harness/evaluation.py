@@ -41,7 +41,7 @@ from swe_rl_jax.harness.environments import EnvironmentBuildError, EnvironmentOp
 from swe_rl_jax.harness.grading import NO, RESOLUTION_STATUSES, FULL, resolution_status, tests_status, xfail_outcomes
 from swe_rl_jax.harness.pytestguard import MAX_FAILING_SENTINELS
 from swe_rl_jax.harness.runner import TestRun, run_tests
-from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, isolation_mode
+from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, interruptible_pool, isolation_mode
 from swe_rl_jax.harness.specs import RepoSpec, spec_for
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ def evaluate_predictions(predictions: Sequence[Mapping[str, Any]], instances: Se
             log.error("%s: %s", instance_id, traceback.format_exc())
             return _record(instance_id, patch, error="internal_error", message=f"{type(e).__name__}: {e}")
 
-    with concurrent.futures.ThreadPoolExecutor(options.workers) as pool, \
+    with interruptible_pool(options.workers) as pool, \
             tqdm(total=len(predictions), desc="evaluate", unit="run", file=sys.stderr, disable=not progress) as bar:
         futures = [pool.submit(one, p) for p in predictions]
         resolved = 0

@@ -54,6 +54,7 @@ neither block on a full pipe nor fill the harness's memory.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import fcntl
@@ -66,6 +67,7 @@ import stat
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Iterator, Literal, Mapping, Sequence
@@ -461,6 +463,49 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """A run was stopped because the command was interrupted (Ctrl-C, SIGTERM): it has no result, and
+    a KeyboardInterrupt passes every `except Exception`, so nothing records it as a test outcome."""
+
+
+# Every sandboxed process group alive in this process, so an interrupt can end them all: each runs in
+# a session of its own (start_new_session), out of reach of the terminal's Ctrl-C.
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+def stop_all_runs() -> None:
+    """Kills every live sandboxed process group; runs that end so, or start from now on, raise
+    RunInterrupted until `allow_runs`."""
+    _STOPPING.set()
+    with _LIVE_LOCK:
+        for proc in list(_LIVE):
+            _kill_group(proc)
+
+
+def allow_runs() -> None:
+    _STOPPING.clear()
+
+
+@contextlib.contextmanager
+def interruptible_pool(workers: int) -> Iterator[concurrent.futures.ThreadPoolExecutor]:
+    """A thread pool for harness runs that an interrupt stops at once: queued work is cancelled,
+    running sandboxed processes are killed (they would otherwise go on to their time limits), and
+    the interrupt goes on once the threads are done."""
+    pool = concurrent.futures.ThreadPoolExecutor(workers)
+    try:
+        yield pool
+    except KeyboardInterrupt:  # not any BaseException: a generator's GeneratorExit is no interrupt
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_all_runs()
+        pool.shutdown(wait=True)
+        allow_runs()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
 def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str, str], limits: Limits,
                  isolation: str) -> ProcessResult:
     """Runs `cmd` in `cwd` (inside `view.sandbox`, which must be prepared with `prepare_sandbox`)
@@ -469,9 +514,13 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str,
     reward's own time limit firing), the process group is killed before returning or raising."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as log, _data_fds(_payloads(view, isolation)) as fds:
-        proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd, fds), cwd=cwd, env=dict(env),
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, pass_fds=tuple(fds.values()))
+        with _LIVE_LOCK:
+            if _STOPPING.is_set():
+                raise RunInterrupted("interrupted")
+            proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd, fds), cwd=cwd, env=dict(env),
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, pass_fds=tuple(fds.values()))
+            _LIVE.add(proc)
         timed_out, cpu = False, 0.0
         try:
             while True:
@@ -487,6 +536,10 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str,
             if proc.returncode is None:
                 _kill_group(proc)
                 proc.wait()
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
+        if _STOPPING.is_set():
+            raise RunInterrupted("interrupted")
         size = log.seek(0, os.SEEK_END)
         log.seek(max(0, size - _MAX_OUTPUT_CHARS))
         output = log.read().decode("utf-8", "replace")

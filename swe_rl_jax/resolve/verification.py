@@ -38,7 +38,6 @@ Per instance, with `VerificationConfig`:
 """
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import tempfile
 import threading
@@ -56,7 +55,7 @@ from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.directives import django_label, patch_files
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, ensure_environment
 from swe_rl_jax.harness.runner import run_script, run_tests
-from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, isolation_mode
+from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, interruptible_pool, isolation_mode
 from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for
 from swe_rl_jax.resolve.candidates import Candidate
 from swe_rl_jax.resolve.regression import (excluded_tests, is_test_module, passing_at_base, regression_failures,
@@ -285,7 +284,7 @@ class Verifier:
         try:
             if config.regression:
                 files = regression_files(config.regression_tests, inst, repo, commit, list(keys.values()))
-            with concurrent.futures.ThreadPoolExecutor(config.workers) as pool:
+            with interruptible_pool(config.workers) as pool:
                 base = pool.submit(runs.tests, "", files) if files else None
                 at_base = [pool.submit(runs.outcome, "", t) if t is not None else None for t in texts]
                 passing = passing_at_base(base.result()["statuses"]) if base is not None else []

@@ -33,7 +33,6 @@ per repository and per operator).
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -51,7 +50,7 @@ from swe_rl_jax.harness import (HarnessOptions, RepoSpec, TestRun, ensure_enviro
                                 isolation_mode, run_tests)
 from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError
-from swe_rl_jax.harness.sandbox import check_work_dir
+from swe_rl_jax.harness.sandbox import check_work_dir, interruptible_pool
 from swe_rl_jax.harness.specs import repo_spec, spec_to_dict
 from swe_rl_jax.harness.testlog import ERROR, SUCCESS
 from swe_rl_jax.rewards import git_diff
@@ -254,7 +253,7 @@ def synthesize_repo(source: RepoSource, spec: RepoSpec, out_dir: Path, options: 
                 log(f"{source.name}: {sum(done.values())}/{len(candidates)} tried, {done['kept']} kept")
         return outcome
 
-    with concurrent.futures.ThreadPoolExecutor(options.harness.workers) as pool:
+    with interruptible_pool(options.harness.workers) as pool:
         outcomes = list(pool.map(tracked, candidates))
     date = commit_date(repo.path, original)
     instances = []
@@ -325,7 +324,7 @@ def verify_instances(instances: Sequence[Mapping[str, Any]], repos_dir: Path, sp
             return "buggy state: a PASS_TO_PASS test fails"
         return None
 
-    with concurrent.futures.ThreadPoolExecutor(options.harness.workers) as pool:
+    with interruptible_pool(options.harness.workers) as pool:
         for inst, problem in zip(objects, pool.map(buggy, objects)):
             if problem and inst.instance_id not in failed:
                 failed[inst.instance_id] = problem
