@@ -33,6 +33,21 @@ _xla_flags = os.environ.get("XLA_FLAGS", "").split()
 os.environ["XLA_FLAGS"] = " ".join(_xla_flags + [f for f in FAST_COMPILE_FLAGS if f not in _xla_flags])
 sys.path.insert(0, str(Path(__file__).parent))
 
+# The costliest test files, first: run_tests.sh schedules whole files on two workers in collection
+# order (--no-loadscope-reorder; xdist's default sorts by test count, which put these few-test
+# files last and left one worker idle through the last of them). Seconds of one quiet run,
+# 2026-11-29; a file not named keeps its place after these.
+COSTLIEST_FILES = ("test_main_job.py", "test_parallel_multihost.py", "test_resolve_served.py", "test_rl_packing.py",
+                   "test_sampling_parity.py", "test_models_attention.py", "test_rl_ppo.py", "test_main_job_edit_stage.py",
+                   "test_train_losses.py", "test_train_step.py", "test_sft_end_to_end.py", "test_sampling_sharded.py",
+                   "test_accelerator_check.py", "test_harness_escape.py", "test_plan_tpu.py", "test_rl_sharded.py",
+                   "test_parallel_sharding.py", "test_train_checkpointing.py", "test_rl_run.py", "test_smollm2.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(COSTLIEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order is kept
+
 
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory):

@@ -4,4 +4,4 @@
 . "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 # Two workers, each test file whole on one (its module fixtures built once); SWE_RL_JAX_TEST_WORKERS
 # changes the count (0: one process, no workers).
-python -m pytest -q --durations=20 -n "${SWE_RL_JAX_TEST_WORKERS:-2}" --dist loadfile tests "$@"
+python -m pytest -q --durations=20 -n "${SWE_RL_JAX_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder tests "$@"
