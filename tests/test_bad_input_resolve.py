@@ -325,3 +325,26 @@ def test_no_command_is_an_error_not_a_success(capsys):
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.startswith("error: no command given") and "commands:" in captured.err
     assert cli(["--help"]) == 0 and "commands:" in capsys.readouterr().out
+
+
+def test_a_signal_during_training_ends_the_main_job_not_its_training_stage_alone():
+    """Class: a stage that stops early and returns normally. SIGTERM reaches the training loop's
+    own handler, which saves a checkpoint and returns ("preempted"); the main job went on to
+    evaluate a model trained part of the way (seen: SFT stopped at step 4 of 24, then "evaluate
+    sft"). Now the job ends as interrupted (cli: one line, exit 130), and any other early stop is
+    an error; only a finished stage lets the job go on."""
+    import inspect
+
+    from swe_rl_jax.cli import INTERRUPTED
+    from swe_rl_jax.pipeline import main_job
+
+    with pytest.raises(KeyboardInterrupt, match="SFT was stopped by a signal"):
+        main_job.require_finished("SFT", "preempted")
+    with pytest.raises(RuntimeError, match=r"RL stopped before its last step \(diverged\)"):
+        main_job.require_finished("RL", "diverged")
+    assert main_job.require_finished("SFT", "done") is None
+    source = inspect.getsource(main_job.run_main)
+    # each training stage's result is checked before anything reads its export
+    assert source.index('require_finished("SFT"') < source.index('evaluate("sft"')
+    assert source.index('require_finished("RL"') < source.index('evaluate("sft_rl"')
+    assert "resum" in INTERRUPTED["main"]

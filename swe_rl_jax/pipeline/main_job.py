@@ -119,6 +119,17 @@ def _stage(name: str) -> float:
     return time.perf_counter()
 
 
+def require_finished(stage: str, stop_reason: str) -> None:
+    """The later stages read a training stage's export: one that stopped early must end the job.
+    SIGTERM reaches the training loop's own handler, which saves a checkpoint and returns
+    ("preempted"); the job then stops as interrupted (a rerun resumes from that checkpoint) instead
+    of evaluating a model trained part of the way, or an older run's export."""
+    if stop_reason == "preempted":
+        raise KeyboardInterrupt(f"{stage} was stopped by a signal")
+    if stop_reason != "done":
+        raise RuntimeError(f"{stage} stopped before its last step ({stop_reason}); nothing after it ran")
+
+
 def run_main(config: MainConfig) -> dict[str, Any]:
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -206,6 +217,7 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     sft = run_sft(dataclasses.replace(config.sft, sft_dir=str(out / "sft_data"), records_dir=str(records),
                                       out_dir=str(out / "sft"), model=config.model, export=True))
     timings["sft"] = time.perf_counter() - t
+    require_finished("SFT", sft["stop_reason"])
     tokenizer = config.model.tokenizer or config.model.checkpoint
     sft_model = dataclasses.replace(config.model, checkpoint=str(out / "sft" / "hf"), tokenizer=tokenizer)
     summaries["sft"] = evaluate("sft", sft_model)
@@ -214,6 +226,7 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     rl = run_rl(dataclasses.replace(config.rl, records_dir=str(records), out_dir=str(out / "rl"), model=sft_model,
                                     export=True, execution=execution_config(config, instances, repos)))
     timings["rl"] = time.perf_counter() - t
+    require_finished("RL", "done" if rl["finished"] else "stop_after_steps" if config.rl.stop_after_steps else "preempted")
     summaries["sft_rl"] = evaluate("sft_rl", dataclasses.replace(sft_model, checkpoint=str(out / "rl" / "hf")))
 
     by_style = {}
