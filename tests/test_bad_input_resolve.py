@@ -96,6 +96,13 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_is_kept(tmp_path, c
                          f"answers={answers}")
         _one_error(code, err, "--out", "also an input")
     assert answers.read_bytes() == kept
+    # the verification stage's test cache is written as well: never over the predictions or an input
+    for cache in (tmp_path / "preds.jsonl", answers):
+        code, err = _run(capsys, "resolve", "--instances", str(INSTANCES), "--repos", str(tmp_path), "--out",
+                         str(tmp_path / "preds.jsonl"), f"answers={answers}", "verification.regression=true",
+                         f"verification.cache={cache}")
+        _one_error(code, err, "verification.cache", "also an input")
+    assert answers.read_bytes() == kept
 
 
 def test_a_path_of_the_wrong_kind_is_named_before_any_sampling(repos, tmp_path, capsys):

@@ -66,14 +66,16 @@ def _cache_path(config: ResolveConfig, out: Path) -> Path:
 def checked_files(config: ResolveConfig) -> ResolveConfig:
     """`config` with its files made absolute (files.py) and checked before anything is read,
     sampled or run: the instances and recorded answers are readable files, the clones a directory;
-    the predictions and the trace are files this run may write (it appends to them, for resume),
-    neither an input nor the other. (The verification stage's files: the `Verifier`'s checks.)"""
+    the predictions, the trace and the verification stage's test cache are files this run may write
+    (it appends to them, for resume), none an input or another of them. (The verification stage's files: the `Verifier`'s checks.)"""
     instances = input_file(config.instances, "--instances")
     repos = input_dir(config.repos, "--repos")
     answers = input_file(config.answers, "answers") if config.answers else None
     out = output_file(config.out, "--out", (instances, answers))
     trace = output_file(config.trace_out or out.with_name(out.stem + ".trace.jsonl"), "trace_out",
                         (instances, answers, out))
+    if config.verification.enabled:  # the test cache is written too: never over the run's other files
+        output_file(_cache_path(config, out), "verification.cache", (instances, answers, out, trace))
     return dataclasses.replace(config, instances=str(instances), repos=str(repos), answers=str(answers or ""),
                                out=str(out), trace_out=str(trace))
 
