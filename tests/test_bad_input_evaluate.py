@@ -237,9 +237,10 @@ def test_a_verification_stage_that_cannot_run_is_a_configuration_error():
     ResolveConfig(agentless=AgentlessOptions(reproduction_samples=2), verification=VerificationConfig(reproduction=True))
 
 
-def _hanging_patch(repos: Path, row: dict, marker: str, seconds: int) -> str:
+def _hanging_patch(repos: Path, row: dict, marker: str, seconds: int, escape: bool = False) -> str:
     """A patch that, when the package is imported, leaves a marker in the work tree and starts a
-    `sleep` that uses no CPU (so no CPU limit ends it soon)."""
+    `sleep` that uses no CPU (so no CPU limit ends it soon); with `escape`, first another one in a
+    session of its own, out of the run's process group."""
     import subprocess
     import tempfile
 
@@ -247,23 +248,26 @@ def _hanging_patch(repos: Path, row: dict, marker: str, seconds: int) -> str:
         subprocess.run(["git", "clone", "-q", str(repos / row["repo"].replace("/", "__")), scratch], check=True)
         subprocess.run(["git", "-C", scratch, "checkout", "-q", row["base_commit"]], check=True)
         init = Path(scratch) / "configlet" / "__init__.py"
+        escaped = f"_s.Popen(['sleep', '{seconds}'], start_new_session=True)\n" if escape else ""
         init.write_text(init.read_text() + f"\nimport subprocess as _s\nopen({marker!r}, 'w').close()\n"
-                                           f"_s.run(['sleep', '{seconds}'])\n")
+                                           f"{escaped}_s.run(['sleep', '{seconds}'])\n")
         return subprocess.run(["git", "-C", scratch, "diff"], check=True, capture_output=True, text=True).stdout
 
 
-def test_an_interrupt_stops_the_sandboxed_runs_and_writes_no_report(repos, options, tmp_path):
+@pytest.mark.parametrize("escape", [False, True], ids=["in_group", "setsid_escape"])
+def test_an_interrupt_stops_the_sandboxed_runs_and_writes_no_report(repos, options, tmp_path, escape):
     """Class: Ctrl-C or SIGTERM while tests run. The runs live in sessions of their own (out of the
     terminal's reach) and the pool went on with every queued prediction: the command kept running
     to the runs' time limits and ended in a traceback. Now the sandboxed processes are killed, the
-    queue dropped, one `interrupted:` line, exit 130, no report."""
+    queue dropped, one `interrupted:` line, exit 130, no report; a process that left the run's
+    process group for a session of its own is ended as well (the run's PID namespace goes)."""
     import signal
     import subprocess
     import sys
     import time
 
     row = next(r for r in ROWS if r["instance_id"] == "quillsoft__configlet-12")
-    patch = _hanging_patch(repos, row, "HANG_MARKER", 987)
+    patch = _hanging_patch(repos, row, "HANG_MARKER", 987, escape)
     preds = _jsonl(tmp_path / "preds.jsonl", [{"instance_id": r["instance_id"], "model_patch": patch}
                                               for r in ROWS if r["repo"] == row["repo"]][:4])
     out, work = tmp_path / "out", Path(options.work_dir) / "interrupted"
