@@ -47,6 +47,8 @@ TEST_REQUIRES = [
     "torch==2.13.0",
     "gguf==0.19.0",
     "accelerate==1.15.0",
+    # LoRA parity: PEFT loads our exported adapter onto the transformers model (tests/test_lora_peft.py).
+    "peft==0.21.0",
     # `transformers serve` (transformers' serving extras): the real OpenAI-compatible server of
     # tests/test_resolve_served.py.
     "fastapi==0.165.0",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 from swe_rl_jax.config import ConfigError, from_dict, require
+from swe_rl_jax.models.lora import LoraConfig
 
 Family = Literal["qwen2", "qwen3", "llama"]
 DType = Literal["float32", "bfloat16"]
@@ -72,6 +73,9 @@ class ModelConfig:
     # backend the program is compiled for: splash on TPU, cudnn on GPU, dense on CPU.
     attention_impl: AttentionImpl = "dense"
     attention_chunk: int = 512
+    # Runtime switch too: low-rank adapters on the projections it targets (models/lora.py); the
+    # params then hold them and only they train.
+    lora: Optional[LoraConfig] = None
     # Token ids written to generation_config.json on export.
     bos_token_id: Optional[int] = None
     eos_token_ids: tuple[int, ...] = ()

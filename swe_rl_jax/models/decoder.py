@@ -16,10 +16,11 @@ from typing import Any, Literal, Optional, Protocol
 import jax
 import jax.numpy as jnp
 
+from swe_rl_jax.models import lora
 from swe_rl_jax.models.attention import choose_impl, cudnn_attention, splash_attention
 from swe_rl_jax.models.config import ModelConfig
 from swe_rl_jax.models.layers import (
-    AttentionMask, apply_rope, attention, chunked_attention, rms_norm, rope_tables, swiglu,
+    AttentionMask, apply_rope, attention, chunked_attention, rms_norm, rope_tables,
 )
 from swe_rl_jax.models.params import Params, layer_axes
 
@@ -81,9 +82,10 @@ def layer_qkv(
     eps = config.rms_norm_eps
     w = lambda name: lp[name].astype(dtype)  # noqa: E731  (f32 master weights, bf16 compute)
     h = rms_norm(x, lp["attn_norm"], eps)
-    q = jnp.einsum("bsd,dhk->bshk", h, w("q_proj"))
-    k = jnp.einsum("bsd,dhk->bshk", h, w("k_proj"))
-    v = jnp.einsum("bsd,dhk->bshk", h, w("v_proj"))
+    adapted = _adapted(config, lp)
+    q = jnp.einsum("bsd,dhk->bshk", h, w("q_proj")) + adapted(h, "q_proj")
+    k = jnp.einsum("bsd,dhk->bshk", h, w("k_proj")) + adapted(h, "k_proj")
+    v = jnp.einsum("bsd,dhk->bshk", h, w("v_proj")) + adapted(h, "v_proj")
     if config.qkv_bias:
         q, k, v = q + w("q_bias"), k + w("k_bias"), v + w("v_bias")
     if config.qk_norm:
@@ -112,9 +114,21 @@ def layer_output(config: ModelConfig, x: jax.Array, lp: Params, attn: jax.Array)
     MLP, both residual. Returns the layer's output stream."""
     dtype = x.dtype
     w = lambda name: lp[name].astype(dtype)  # noqa: E731
-    x = x + jnp.einsum("bshk,hkd->bsd", attn, w("o_proj"))
+    adapted = _adapted(config, lp)
+    x = x + jnp.einsum("bshk,hkd->bsd", attn, w("o_proj")) + adapted(attn, "o_proj")
     h = rms_norm(x, lp["mlp_norm"], config.rms_norm_eps)
-    return x + swiglu(h, w("gate_proj"), w("up_proj"), w("down_proj"))
+    gate = h @ w("gate_proj") + adapted(h, "gate_proj")
+    inner = jax.nn.silu(gate) * (h @ w("up_proj") + adapted(h, "up_proj"))
+    return x + inner @ w("down_proj") + adapted(inner, "down_proj")
+
+
+def _adapted(config: ModelConfig, lp: Params) -> Any:
+    """`adapted(x, target)`: the low-rank term of `target`'s projection of x (0.0 without one)."""
+    if config.lora is None:
+        if any(lora.is_adapter(name) for name in lp):
+            raise ValueError("the params hold LoRA adapters but the model config has no `lora` (scale unknown)")
+        return lambda x, target: 0.0
+    return lambda x, target: lora.delta(x, lp, target, config.lora.scale)
 
 
 def _layer(

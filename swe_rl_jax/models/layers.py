@@ -1,4 +1,4 @@
-"""Building blocks of the decoder: RMSNorm, RoPE, grouped-query attention, SwiGLU.
+"""Building blocks of the decoder: RMSNorm, RoPE, grouped-query attention.
 
 All functions are pure. Numerics follow the Hugging Face PyTorch reference: norms, RoPE tables
 and the softmax run in float32, matmuls in the compute dtype.
@@ -240,7 +240,3 @@ def chunked_attention(
     out = out.swapaxes(0, 1).reshape(b, s_pad, h, hd)
     return out[:, :s]
 
-
-def swiglu(x: jax.Array, gate: jax.Array, up: jax.Array, down: jax.Array) -> jax.Array:
-    """SwiGLU MLP: down(silu(x @ gate) * (x @ up))."""
-    return (jax.nn.silu(x @ gate) * (x @ up)) @ down

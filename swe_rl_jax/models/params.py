@@ -18,6 +18,8 @@ Layout (L = layers, D = hidden, H/K = query/kv heads, hd = head dim, F = MLP wid
     layers/down_proj   [L, F, D]       ("layers", "mlp", "embed")
     final_norm         [D]
     lm_head            [D, V]          only without tied embeddings
+    layers/<w>_lora_a, layers/<w>_lora_b   only with `config.lora`: the low-rank adapters of
+                       projection <w> (models/lora.py), always float32
 
 Layers are stacked on a leading axis so the decoder can `lax.scan` over them. The logical names
 are what the sharding rules (parallel/) map to mesh axes; model code never names mesh axes.
@@ -29,6 +31,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from swe_rl_jax.models import lora
 from swe_rl_jax.models.config import ModelConfig
 
 Params = dict[str, Any]
@@ -61,6 +64,8 @@ def param_specs(config: ModelConfig) -> dict[str, ParamSpec]:
         specs["layers/k_norm"] = ((L, hd), ("layers", "head_dim"))
     if not config.tie_word_embeddings:
         specs["lm_head"] = ((D, V), ("embed", "vocab"))
+    if config.lora is not None:
+        specs.update(lora.adapter_specs(config.lora, specs))
     return specs
 
 
@@ -98,17 +103,26 @@ def layer_axes(config: ModelConfig) -> dict[str, tuple[str, ...]]:
     return {p.split("/", 1)[1]: axes[1:] for p, (_, axes) in param_specs(config).items() if p.startswith("layers/")}
 
 
+def leaf_dtype(path: str, dtype: Any) -> Any:
+    """The dtype a leaf is held in: `dtype`, except adapters, which always train in float32."""
+    return jnp.float32 if lora.is_adapter(path) else dtype
+
+
 def abstract_params(config: ModelConfig, dtype: Any = jnp.float32) -> Params:
     """`jax.ShapeDtypeStruct` leaves: shapes without allocating (memory planning, sharded loading)."""
-    return unflatten({p: jax.ShapeDtypeStruct(shape, dtype) for p, (shape, _) in param_specs(config).items()})
+    return unflatten({p: jax.ShapeDtypeStruct(shape, leaf_dtype(p, dtype))
+                      for p, (shape, _) in param_specs(config).items()})
 
 
 def init_params(config: ModelConfig, rng: jax.Array, dtype: Any = jnp.float32, std: float = 0.02) -> Params:
-    """Random parameters: normal(0, std) matrices, unit norms, zero biases (HF's initialisation)."""
+    """Random parameters: normal(0, std) matrices, unit norms, zero biases (HF's initialisation);
+    adapters as PEFT initialises them (`lora.init_adapter`), from keys of their own, so the base
+    is the same with or without adapters."""
     specs = param_specs(config)
-    keys = jax.random.split(rng, len(specs))
+    base = sorted((p, s) for p, s in specs.items() if not lora.is_adapter(p))
+    adapters = sorted((p, s) for p, s in specs.items() if lora.is_adapter(p))
     flat = {}
-    for key, (path, (shape, _)) in zip(keys, sorted(specs.items())):
+    for key, (path, (shape, _)) in zip(jax.random.split(rng, len(base)), base):
         leaf = path.rsplit("/", 1)[-1]
         if leaf.endswith("norm"):
             flat[path] = jnp.ones(shape, dtype)
@@ -116,8 +130,13 @@ def init_params(config: ModelConfig, rng: jax.Array, dtype: Any = jnp.float32, s
             flat[path] = jnp.zeros(shape, dtype)
         else:
             flat[path] = (std * jax.random.normal(key, shape, jnp.float32)).astype(dtype)
+    if adapters:
+        keys = jax.random.split(jax.random.fold_in(rng, 0x10A), len(adapters))
+        for key, (path, (shape, _)) in zip(keys, adapters):
+            flat[path] = lora.init_adapter(path, shape, key)
     return unflatten(flat)
 
 
 def cast_params(params: Params, dtype: Any) -> Params:
-    return jax.tree.map(lambda x: x.astype(dtype), params)
+    """Every leaf in `dtype`, except adapters (float32, `leaf_dtype`)."""
+    return unflatten({p: x.astype(leaf_dtype(p, dtype)) for p, x in flatten(params).items()})

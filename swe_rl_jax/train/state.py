@@ -11,7 +11,7 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from swe_rl_jax.models.config import ModelConfig
-from swe_rl_jax.models.params import Params, init_params
+from swe_rl_jax.models.params import Params, cast_params, init_params
 from swe_rl_jax.parallel.rules import Rules, param_shardings
 
 
@@ -64,7 +64,7 @@ def create_train_state(
     shardings = state_shardings(config, mesh, rules, optimizer, param_dtype)
 
     def build(key: jax.Array, p: Optional[Params]) -> TrainState:
-        p = init_params(config, key, param_dtype) if p is None else jax.tree.map(lambda x: x.astype(param_dtype), p)
+        p = init_params(config, key, param_dtype) if p is None else cast_params(p, param_dtype)
         return TrainState(step=jnp.zeros((), jnp.int32), params=p, opt_state=optimizer.init(p), rng=key)
 
     state = jax.jit(build, out_shardings=shardings)(rng, params)
