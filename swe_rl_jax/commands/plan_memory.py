@@ -64,6 +64,9 @@ def parser() -> argparse.ArgumentParser:
                    "RL run's rollout.rules): weights, heads and KV cache over tensor, rows over data x fsdp")
     p.add_argument("--slots", type=int, default=64, help="rollout: decode slots of continuous batching (default "
                    "64, as the RL run's rollout.slots; 0: all sequences as one static batch)")
+    p.add_argument("--lora-rank", type=int, default=0, help="train LoRA adapters of this rank on every projection "
+                   "(sft, rl): adapters float32 beside the base in --param-dtype, optimizer state for the adapters "
+                   "only, no reference-params copy (the base is the reference); 0: full fine-tuning")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return p
 
@@ -87,7 +90,8 @@ def main(argv: list[str]) -> int:
         mesh=args.mesh, rules=args.rules, micro_batches=args.micro_batches, remat=args.remat, dtype=args.dtype,
         param_dtype=args.param_dtype, chunk=args.chunk, attention=args.attention,
         attention_chunk=args.attention_chunk, algorithm=args.algorithm, reference=not args.no_reference,
-        prompt_len=args.prompt_len, samples=args.samples, rollout_rules=args.rollout_rules, slots=args.slots)
+        prompt_len=args.prompt_len, samples=args.samples, rollout_rules=args.rollout_rules, slots=args.slots,
+        lora_rank=args.lora_rank)
     target, _, _ = resolve_layout(spec)  # every input error surfaces here, before the child
     if os.environ.get(_CHILD_ENV) != "1":
         from swe_rl_jax.parallel.fake_devices import fake_device_env

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from swe_rl_jax.config import require
 from swe_rl_jax.models.config import ATTENTION_IMPLS, PRESETS, ModelConfig, preset
+from swe_rl_jax.models.lora import LoraConfig
 from swe_rl_jax.models.params import abstract_params
 from swe_rl_jax.parallel import MeshSharding, Rules, get_rules, param_shardings
 from swe_rl_jax.parallel.rules import GATHERED_AXES
@@ -32,7 +33,10 @@ class PlanSpec:
     """What to plan. seq/batch: tokens per row and rows per optimizer step (sft, rl, critic); for
     the rollout, the context (prompt + new tokens) and the number of sequences sampled, `samples`
     per prompt. `reference`: the RL run keeps the initial params as the KL reference (both paper
-    configs do). `algorithm` decides what else is resident: PPO's critic beside the policy."""
+    configs do). `algorithm` decides what else is resident: PPO's critic beside the policy.
+    `lora_rank` > 0: LoRA on every projection (alpha does not change memory): the params hold
+    adapters (float32) beside the base (in `param_dtype`), the optimizer state is the adapters'
+    alone, and the KL reference is the base itself, no copy; the critic stays full-weight."""
 
     program: ProgramName
     model: str
@@ -55,6 +59,7 @@ class PlanSpec:
     samples: int = 1  # rollout: samples per prompt
     rollout_rules: str = "tp"  # rollout: the engine's layout preset (RolloutConfig.rules, parallel/rules.py)
     slots: int = 64  # rollout: decode slots of continuous batching (RolloutConfig.slots; 0: one static batch)
+    lora_rank: int = 0  # > 0: train LoRA adapters of this rank on every projection instead of all weights
 
     def __post_init__(self) -> None:
         require(self.program in PROGRAMS, "program", f"must be one of {', '.join(PROGRAMS)}, got {self.program!r}")
@@ -75,6 +80,7 @@ class PlanSpec:
                 f"must be > 0 and divide --batch {self.batch} (sequences), got {self.samples}")
         get_rules(self.rollout_rules)
         require(self.slots >= 0, "slots", f"must be >= 0, got {self.slots}")
+        require(self.lora_rank >= 0, "lora-rank", f"must be >= 0, got {self.lora_rank}")
         if self.rules is not None:
             get_rules(self.rules)
 
@@ -90,9 +96,10 @@ class PlanSpec:
         return max(self.slots // self.samples, 1) * self.samples
 
     def model_config(self, base: Optional[ModelConfig] = None) -> ModelConfig:
-        """The preset `model` (or `base`) with this plan's compute dtype and attention."""
-        return (base or preset(self.model)).replace(dtype=self.dtype, attention_impl=self.attention,
-                                                    attention_chunk=self.attention_chunk)
+        """The preset `model` (or `base`) with this plan's compute dtype, attention and LoRA."""
+        return (base or preset(self.model)).replace(
+            dtype=self.dtype, attention_impl=self.attention, attention_chunk=self.attention_chunk,
+            lora=LoraConfig(rank=self.lora_rank) if self.lora_rank else None)
 
 
 @dataclass
@@ -132,16 +139,18 @@ def _critic_state(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, sp
     from swe_rl_jax.rl.value import abstract_critic_state, critic_state_shardings
 
     optimizer = make_optimizer(OptimizerConfig())
+    config = config.replace(lora=None)  # the critic trains full-weight, also beside a LoRA policy
     shardings = critic_state_shardings(config, mesh, rules, optimizer, "separate", _param_dtype(spec))
     return abstract_critic_state(config, optimizer, shardings, "separate", _param_dtype(spec)), shardings, optimizer
 
 
 def _resident(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, spec: PlanSpec,
               policy: Optional[Any] = None, critic: bool = False) -> dict[str, Any]:
-    """The RL run's other device state: the frozen reference params, PPO's critic state, and
-    (for programs that do not take it) the policy's train state."""
+    """The RL run's other device state: the frozen reference params (none with LoRA: the
+    reference is the policy's own base), PPO's critic state, and (for programs that do not take
+    it) the policy's train state."""
     out: dict[str, Any] = {}
-    if spec.reference:
+    if spec.reference and config.lora is None:
         out["reference params"] = _abstract_params(config, mesh, rules, _param_dtype(spec))
     if critic and spec.algorithm == "ppo":
         out["critic state"] = _critic_state(config, mesh, rules, spec)[0]
@@ -199,7 +208,8 @@ def critic_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, s
     row, f32 = (spec.batch, spec.seq), jnp.float32
     batch, _ = _batch(mesh, rules, {"tokens": (row, jnp.int32), "positions": (row, jnp.int32), "loss_mask": (row, f32),
                                     "values_old": (row, f32), "returns": (row, f32)})
-    critic = Critic(config, shardings, optimizer, mesh, rules, micro_batches=spec.micro_batches, remat=spec.remat)
+    critic = Critic(config.replace(lora=None), shardings, optimizer, mesh, rules, micro_batches=spec.micro_batches,
+                    remat=spec.remat)
     policy = _policy_state(config, mesh, rules, spec, make_optimizer(OptimizerConfig()))[0]
     return Program(lambda: critic.step_for(batch).lower(state, None, batch), state.params, state.opt_state,
                    _resident(config, mesh, rules, spec, policy=policy))
@@ -222,10 +232,11 @@ def rollout_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, 
     from swe_rl_jax.sampling import SamplingParams
 
     engine = rollout_engine(mesh, spec)
-    params = _abstract_params(config, mesh, engine.rules, jnp.dtype(spec.dtype))
-    sampling = SamplingParams(max_new_tokens=spec.seq - spec.prompt_tokens, temperature=1.0, n=spec.samples)
     policy = _policy_state(config, mesh, rules, spec, make_optimizer(OptimizerConfig()))[0]
     resident = {"policy train state": policy, **_resident(config, mesh, rules, spec, critic=True)}
+    config = config.replace(lora=None)  # with LoRA the sampler reads merged weights (`lora.merged`)
+    params = _abstract_params(config, mesh, engine.rules, jnp.dtype(spec.dtype))
+    sampling = SamplingParams(max_new_tokens=spec.seq - spec.prompt_tokens, temperature=1.0, n=spec.samples)
     live = spec.live_sequences
     return Program(lambda: engine.lower_shapes(config, params, live // spec.samples, spec.prompt_tokens,
                                                sampling), params, None, resident)

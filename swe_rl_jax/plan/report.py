@@ -17,7 +17,9 @@ from typing import Any, Callable, Optional
 import jax
 
 from swe_rl_jax.config import ConfigError
+from swe_rl_jax.models import lora
 from swe_rl_jax.models.config import ModelConfig
+from swe_rl_jax.models.params import param_specs
 from swe_rl_jax.parallel import get_rules, make_mesh, parse_mesh
 from swe_rl_jax.parallel.mesh import MESH_AXES, MeshConfig
 from swe_rl_jax.plan.chips import GIB, Chip
@@ -119,10 +121,12 @@ def plan(spec: PlanSpec, config: Optional[ModelConfig] = None,
     report: dict[str, Any] = {
         "program": spec.program, "model": model_name,
         "num_params": config.num_params(),
+        "adapter_params": sum(math.prod(shape) for path, (shape, _) in param_specs(config).items()
+                              if lora.is_adapter(path)),
         "target": target.name, "topology": target.topology, "chip": chip.name, "devices": chips,
         "mesh": dict(mesh.shape), "rules": rules_name,
         "seq": spec.seq, "batch": spec.batch, "micro_batches": spec.micro_batches, "remat": spec.remat,
-        "dtype": spec.dtype, "param_dtype": spec.param_dtype, "chunk": spec.chunk,
+        "dtype": spec.dtype, "param_dtype": spec.param_dtype, "chunk": spec.chunk, "lora_rank": spec.lora_rank,
         "attention": spec.attention, "attention_chunk": spec.attention_chunk,
         "fused_kernels": sorted(name for marker, name in FUSED_KERNEL_MARKERS.items() if marker in hlo),
         "params_bytes": params_bytes, "opt_state_bytes": opt_bytes,
@@ -197,6 +201,8 @@ def format_report(r: dict[str, Any]) -> str:
         f"({r['devices']} x {r['chip']})  mesh {mesh}  rules {r['rules']}",
         rows,
         f"compute {r['dtype']}  master {r['param_dtype']}  attention {r['attention']}"
+        + (f"  LoRA rank {r['lora_rank']} ({r['adapter_params'] / 1e6:.1f}M float32 adapter params, the only "
+           "trained weights)" if r.get("lora_rank") else "")
         + (f"  fused: {', '.join(r['fused_kernels'])}" if r["fused_kernels"] else ""),
         "per chip:",
         row("parameters", r["params_bytes"]),

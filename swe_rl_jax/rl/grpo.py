@@ -4,7 +4,7 @@
 k (prompt ids, payload) pairs and `score(payloads, results)` scores every response on the host.
 `rl/run.py` feeds it task records and registered rewards; tests feed it synthetic tasks.
 The sampler always runs on the current params; the reference policy is the initial params,
-kept only when the KL coefficient is non-zero.
+kept only when the KL coefficient is non-zero (with LoRA: the base model, no copy).
 """
 from __future__ import annotations
 
@@ -91,15 +91,15 @@ class GRPOTrainer(PolicyUpdater):
         the update is on-policy and its own forward pass is the behaviour policy (no `logp_old`
         pass); otherwise `logp_old` is recomputed once with the sampling params."""
         on_policy = self.update.ppo_epochs == 1 and self.update.minibatches == 1
-        if not on_policy or self.ref_params is not None:
+        if not on_policy or self.keep_reference:
             device_batch = place_rows(batch, self.shard_batch(batch))
             if not on_policy:
                 logp_old, entropy = to_host(self._logp_entropy(state.params, device_batch))
                 batch["logp_old"] = logp_old
                 mask = batch["loss_mask"] > 0
                 entropy_mean = float(entropy[mask].mean()) if mask.any() else 0.0
-            if self.ref_params is not None:
-                batch["logp_ref"] = to_host(self._logp(self.ref_params, device_batch)[0])
+            if self.keep_reference:  # with LoRA: the base model, read from `state.params`
+                batch["logp_ref"] = to_host(self.reference_logprobs(state.params, device_batch))
             del device_batch
         aux: dict[str, Any] = {}
         losses = []

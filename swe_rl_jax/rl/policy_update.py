@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from swe_rl_jax.models import ModelConfig, hidden_states
+from swe_rl_jax.models import ModelConfig, hidden_states, lora
 from swe_rl_jax.models.decoder import RematPolicy, ShardingHooks
 from swe_rl_jax.parallel import MeshSharding, Rules
 from swe_rl_jax.parallel.placement import replica_on_host
@@ -133,20 +133,39 @@ def make_policy_step(cfg: ModelConfig, objective: Any, update: UpdateConfig, tem
 
 class PolicyUpdater:
     """`objective` is a GRPOConfig or PPOConfig: it gives `policy_loss_kwargs()`, `loss_agg` and
-    `entropy_coef`. `keep_reference`: copy the initial params as the frozen KL reference."""
+    `entropy_coef`. `keep_reference`: keep the initial policy as the frozen KL reference.
+
+    Without LoRA the reference is a copy of the initial params (`ref_params`). With LoRA
+    (`model_config.lora`, params holding adapters) it comes for free: the base model the adapters
+    sit on never changes, so the reference is `lora.without_adapters(state.params)` evaluated with
+    `model_config.replace(lora=None)` (`reference_logprobs`), the very buffers the policy trains
+    on, and `ref_params` stays None: no second copy of the weights. The sampler reads the merged
+    weights (W + scale·A·B, `lora.merged`) with a config without `lora` (`rollout_weights`), so
+    sampling knows nothing of adapters."""
 
     def __init__(self, setup: TrainerSetup, state: TrainState, objective: Any, sampling: SamplingParams,
                  update: UpdateConfig, keep_reference: bool):
         self.cfg, self.objective, self.sampling, self.update = setup.model_config, objective, sampling, update
-        self.sample_cfg = setup.sampling_model_config or setup.model_config
+        # What the sampler and the LoRA reference compute with: the model without adapters.
+        self.base_cfg = self.cfg.replace(lora=None)
+        self.sample_cfg = (setup.sampling_model_config or setup.model_config).replace(lora=None)
+        self.keep_reference = keep_reference
         self.mesh, self.rules, self.pad_id, self.tokenizer = setup.mesh, setup.rules, setup.pad_id, setup.tokenizer
         self.state_shardings, self.optimizer = setup.state_shardings, setup.optimizer
         self.learning_rate = setup.learning_rate
         self.shard = MeshSharding(self.mesh, self.rules)
         self.rollout_engine = setup.rollout_engine or build_engine(RolloutConfig(), setup.mesh)
-        self.ref_params = jax.tree.map(jnp.copy, state.params) if keep_reference else None
+        if self.cfg.lora is not None and not lora.has_adapters(state.params):
+            raise ValueError("the model config has `lora` but the params hold no adapters")
+        # With LoRA the reference is the base inside the train state itself (`reference_logprobs`).
+        self.ref_params = (jax.tree.map(jnp.copy, state.params) if keep_reference and self.cfg.lora is None
+                           else None)
         self._steps: dict[int, Any] = {}
         self._logp = jax.jit(self._logprobs_of)
+        self._logp_base = jax.jit(lambda params, batch: policy_logprobs(
+            self.base_cfg, lora.without_adapters(params), batch, self.update, self.sampling.logprob_temperature,
+            shard=self.shard))
+        self._merged = jax.jit(functools.partial(lora.merged, self.cfg.lora)) if self.cfg.lora is not None else None
         self._logp_entropy = jax.jit(functools.partial(self._logprobs_of, with_entropy=True))
         self.shard_batch = functools.partial(batch_shardings, self.mesh, self.rules)
 
@@ -157,11 +176,35 @@ class PolicyUpdater:
         shards = math.prod(self.mesh.shape[axis] for axis in self.rules.get("batch", ()))
         return self.update.minibatches * self.update.micro_batches * shards
 
+    def reference_params(self, params: Any) -> Optional[Any]:
+        """The KL reference's params given the current policy params (None without a reference):
+        the kept copy, or with LoRA the policy's own base (no copy: the same arrays)."""
+        if not self.keep_reference:
+            return None
+        return lora.without_adapters(params) if self.cfg.lora is not None else self.ref_params
+
+    def reference_logprobs(self, params: Any, batch: dict[str, jax.Array]) -> Optional[jax.Array]:
+        """The reference policy's log-probs of a rollout batch (None without a reference); with
+        LoRA the base model's, from the current policy params (`reference_params`)."""
+        if not self.keep_reference:
+            return None
+        if self.cfg.lora is not None:
+            return self._logp_base(params, batch)[0]
+        return self._logp(self.ref_params, batch)[0]
+
+    def sampling_params(self, params: Any) -> Any:
+        """Plain params the sampler (or an eval) reads with `sample_cfg`: the adapters folded
+        into their weights with LoRA (a new array per adapted weight), else `params` themselves;
+        on this host's devices (`replica_on_host`)."""
+        params = replica_on_host(self.cfg, params, self.rules)
+        return self._merged(params) if self._merged is not None else params
+
     def rollout_weights(self, params: Any) -> Any:
         """The weights the sampler reads, moved on device into the rollout engine's layout (once
         per step: `sample` then reuses them). With several processes each host samples its own
-        prompts on its own devices (rl/host_sampling.py), from a replica of `params` there."""
-        return self.rollout_engine.handoff(self.cfg, replica_on_host(self.cfg, params, self.rules))
+        prompts on its own devices (rl/host_sampling.py), from a replica of `params` there.
+        With LoRA: the merged weights, for a model config without `lora`."""
+        return self.rollout_engine.handoff(self.base_cfg, self.sampling_params(params))
 
     def sample(self, weights: Any, prompts: Sequence[Prompt], key: jax.Array,
                score: ScoreFn) -> tuple[list[SampleResult], list[tuple[float, dict]]]:

@@ -101,8 +101,8 @@ class PPOTrainer(PolicyUpdater):
         device_batch = place_rows(host, self.shard_batch(host))
         logp_old, entropy = self._logp_entropy(state.params, device_batch)
         device_batch["logp_old"] = logp_old
-        if self.ref_params is not None:
-            device_batch["logp_ref"] = self._logp(self.ref_params, device_batch)[0]
+        if self.keep_reference:  # with LoRA: the base model, read from `state.params`
+            device_batch["logp_ref"] = self.reference_logprobs(state.params, device_batch)
         values_old = self.critic.values(critic_state, state.params, device_batch)
         beta = float(self.kl_controller.value) if self.use_reward_kl else 0.0
         # Host values as numpy: identical on every process, so they enter a multi-host program replicated.

@@ -22,9 +22,9 @@ from tqdm import tqdm
 
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.records import SPLITS, SubtaskCounts, TaskRecord, read_split_records
+from swe_rl_jax.models import ModelConfig, lora
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.distributed import DistributedConfig, any_process, initialize
-from swe_rl_jax.parallel.placement import replica_on_host
 from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config, tokenizer_source
 from swe_rl_jax.rewards import DEFAULT_TIME_LIMIT_S, RewardPool, check_reward_names, score_batch
 from swe_rl_jax.rewards.execution import EXECUTION_REWARDS, ExecutionConfig, prepare_execution
@@ -196,15 +196,22 @@ def executable_prompts(config: RLConfig, rewards: Mapping[str, str], prompts: li
     return kept, {"execution": to_dict(config.execution)}, len(prompts) - len(kept)
 
 
+def critic_model_config(model_config: ModelConfig, mode: str) -> ModelConfig:
+    """The model config the critic computes with: a separate critic is a full-weight model
+    without adapters even when the policy trains LoRA; a shared head runs the policy itself."""
+    return model_config if mode == "shared" else model_config.replace(lora=None)
+
+
 def load_critic_backbone(config: RLConfig, model_config: Any, mesh: Any, rules: Any) -> Any:
-    """The critic checkpoint's params; its architecture must equal the policy's."""
+    """The critic checkpoint's params (without adapters: the critic trains full-weight); its
+    architecture must equal the policy's."""
     source = dataclasses.replace(config.model, checkpoint=config.critic.checkpoint,
                                  tokenizer=str(tokenizer_source(config.model)))
     critic_config, params, _ = load_policy(source, mesh, rules)
-    fields = lambda c: {k: v for k, v in dataclasses.asdict(c).items() if k != "dtype"}  # noqa: E731
+    fields = lambda c: {k: v for k, v in dataclasses.asdict(c).items() if k not in ("dtype", "lora")}  # noqa: E731
     require(fields(critic_config) == fields(model_config), "critic.checkpoint",
             "the critic must have the policy's architecture (a value head is added on top)")
-    return params
+    return lora.without_adapters(params) if lora.has_adapters(params) else params
 
 
 def run_rl(config: RLConfig) -> dict[str, Any]:
@@ -230,14 +237,17 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     if ppo:
         critic_opt_config = dataclasses.replace(opt_config, lr=config.ppo.critic_lr)
         critic_optimizer = make_optimizer(critic_opt_config)
-        backbone = params
+        # With LoRA the critic stays full-weight: a separate backbone is the base model without
+        # adapters (a LoRA critic is not implemented); a shared head reads the LoRA policy's states.
+        critic_config = critic_model_config(model_config, config.critic.mode)
+        backbone = lora.without_adapters(params) if lora.has_adapters(params) else params
         if config.critic.mode == "separate" and config.critic.checkpoint:
             backbone = load_critic_backbone(config, model_config, mesh, rules)
         critic_state, critic_sh = create_critic_state(
-            model_config, critic_optimizer, mesh, rules, jax.random.PRNGKey(config.seed + 1), config.critic.mode,
+            critic_config, critic_optimizer, mesh, rules, jax.random.PRNGKey(config.seed + 1), config.critic.mode,
             backbone=backbone, param_dtype=param_dtype)
         del backbone
-        critic = Critic(model_config, critic_sh, critic_optimizer, mesh, rules, value_clip=config.ppo.value_clip,
+        critic = Critic(critic_config, critic_sh, critic_optimizer, mesh, rules, value_clip=config.ppo.value_clip,
                         loss_agg=config.ppo.loss_agg, micro_batches=config.update.micro_batches,
                         learning_rate=learning_rate_schedule(critic_opt_config), remat=config.update.remat)
     setup = TrainerSetup(model_config, state_sh, optimizer, mesh, rules, tokenizer.pad_id, tokenizer,
@@ -266,7 +276,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
         run = dict(meta.get("run", {}))
         if ppo:
             critic_state, _ = critic_checkpointer.restore(
-                abstract_critic_state(model_config, critic_optimizer, critic_sh, config.critic.mode, param_dtype),
+                abstract_critic_state(critic_config, critic_optimizer, critic_sh, config.critic.mode, param_dtype),
                 step=resume_step)
             if "kl_controller" in meta:
                 trainer.kl_controller.load_state_dict(meta["kl_controller"])
@@ -278,10 +288,11 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     preemption = PreemptionFlag()
     with RewardPool(config.reward_workers or None, timeout_s=config.reward_timeout_s) as pool:
         score = make_scorer(rewards, pool, reward_meta)
-        heldout = heldout_evaluator(config, setup.sampling_model_config, tokenizer, sampling, rewards, pool, reward_meta)
+        # Plain (with LoRA: merged) weights and a config without adapters, as the rollouts.
+        heldout = heldout_evaluator(config, trainer.sample_cfg, tokenizer, sampling, rewards, pool, reward_meta)
         heldout_history = []
         if heldout is not None and position == 0:
-            heldout_history.append(heldout(replica_on_host(model_config, state.params, rules)))
+            heldout_history.append(heldout(trainer.sampling_params(state.params)))
             writer.write(0, heldout_history[-1])
         bar = tqdm(total=config.num_steps, initial=position, disable=not config.progress, dynamic_ncols=True)
         while position < config.num_steps:
@@ -293,7 +304,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
             metrics["prompts_too_long"] = too_long
             metrics.update(host_memory_gb())  # after the rollout and the update; the held-out check adds its own
             if heldout is not None and (position % config.heldout.every == 0 or position == config.num_steps):
-                heldout_history.append(heldout(replica_on_host(model_config, state.params, rules)))
+                heldout_history.append(heldout(trainer.sampling_params(state.params)))
                 metrics.update(heldout_history[-1])
                 metrics["heldout/host_peak_rss_gb"] = host_memory_gb()["host/peak_rss_gb"]
             history.append(metrics)
@@ -328,7 +339,7 @@ def run_rl(config: RLConfig) -> dict[str, Any]:
     if "heldout_first" in run:
         summary["heldout_first"], summary["heldout_last"] = run["heldout_first"], run["heldout_last"]
     if config.export and summary["finished"]:
-        summary["export_dir"] = export_policy(out / "hf", model_config, state.params, config.model)
+        summary.update(export_policy(out, model_config, state.params, config.model))  # export_dir, adapter_dir
     if jax.process_index() == 0:
         (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary

@@ -7,6 +7,7 @@ The number of steps is `num_steps`, or, when 0, `epochs` × train examples / bat
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import numpy as np
 
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.records import SubtaskCounts, iter_jsonl, read_split_records, records_file
+from swe_rl_jax.models import lora
 from swe_rl_jax.models.decoder import RematPolicy
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.distributed import DistributedConfig, barrier, global_batch, initialize, local_rows
@@ -234,12 +236,14 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
         summary["heldout_loss"] = total / max(tokens, 1.0)
         writer.write(result.position, {"heldout_loss": summary["heldout_loss"]})
     if config.records_dir and config.eval_examples:
-        summary["heldout_eval"] = evaluate_split(sampling_config(model_config, config.model),
-                                                 replica_on_host(model_config, state.params, rules),
-                                                 tokenizer, config, "validation")
+        eval_params = replica_on_host(model_config, state.params, rules)
+        if model_config.lora is not None:  # the sampler reads merged weights, knowing nothing of adapters
+            eval_params = jax.jit(functools.partial(lora.merged, model_config.lora))(eval_params)
+        summary["heldout_eval"] = evaluate_split(sampling_config(model_config, config.model).replace(lora=None),
+                                                 eval_params, tokenizer, config, "validation")
     writer.close()
     if config.export:
-        summary["export_dir"] = export_policy(out / "hf", model_config, state.params, config.model)
+        summary.update(export_policy(out, model_config, state.params, config.model))  # export_dir, adapter_dir
     if jax.process_index() == 0:
         (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary

@@ -1,4 +1,8 @@
-"""The train state pytree and its creation directly in its sharded layout."""
+"""The train state pytree and its creation directly in its sharded layout.
+
+With LoRA (params holding adapters, `models.lora`) only the adapters train: the optimizer state
+is built over `trainable(params)`, the adapters alone, so the frozen base has no Adam moments.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -10,6 +14,7 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from swe_rl_jax.models import lora
 from swe_rl_jax.models.config import ModelConfig
 from swe_rl_jax.models.params import Params, cast_params, init_params
 from swe_rl_jax.parallel.rules import Rules, param_shardings
@@ -20,8 +25,10 @@ from swe_rl_jax.parallel.rules import Rules, param_shardings
 class TrainState:
     """step: updates applied so far (skipped non-finite steps do not count), int32 scalar.
     params: master weights (float32 by default; the model casts to `ModelConfig.dtype` for
-    compute). opt_state: the optax state. rng: the run's base key (raw uint32 [2]); consumers
-    derive per-step keys with `jax.random.fold_in(rng, step)` so a resumed run draws the same."""
+    compute); with LoRA the base may be held in bfloat16 while the adapters stay float32.
+    opt_state: the optax state of `trainable(params)` (the adapters alone with LoRA).
+    rng: the run's base key (raw uint32 [2]); consumers derive per-step keys with
+    `jax.random.fold_in(rng, step)` so a resumed run draws the same."""
 
     step: jax.Array
     params: Params
@@ -30,6 +37,12 @@ class TrainState:
 
     def replace(self, **changes: Any) -> "TrainState":
         return dataclasses.replace(self, **changes)
+
+
+def trainable(params: Any) -> Any:
+    """The part of a params pytree (or of a pytree shaped like it: shardings, abstract arrays)
+    that trains and has optimizer state: its LoRA adapters when it holds any, else all of it."""
+    return lora.split(params)[0] if lora.has_adapters(params) else params
 
 
 def state_shardings(
@@ -41,9 +54,9 @@ def state_shardings(
     p_shard = param_shardings(config, mesh, rules)
     replicated = NamedSharding(mesh, PartitionSpec())
     abstract_params = jax.eval_shape(lambda: init_params(config, jax.random.PRNGKey(0), param_dtype))
-    abstract_opt = jax.eval_shape(optimizer.init, abstract_params)
+    abstract_opt = jax.eval_shape(optimizer.init, trainable(abstract_params))
     opt_shard = optax.tree_map_params(
-        optimizer, lambda _, s: s, abstract_opt, p_shard,
+        optimizer, lambda _, s: s, abstract_opt, trainable(p_shard),
         transform_non_params=lambda _: replicated,
         is_leaf=lambda x: isinstance(x, NamedSharding),
     )
@@ -65,7 +78,7 @@ def create_train_state(
 
     def build(key: jax.Array, p: Optional[Params]) -> TrainState:
         p = init_params(config, key, param_dtype) if p is None else cast_params(p, param_dtype)
-        return TrainState(step=jnp.zeros((), jnp.int32), params=p, opt_state=optimizer.init(p), rng=key)
+        return TrainState(step=jnp.zeros((), jnp.int32), params=p, opt_state=optimizer.init(trainable(p)), rng=key)
 
     state = jax.jit(build, out_shardings=shardings)(rng, params)
     return state, shardings
@@ -81,7 +94,7 @@ def abstract_train_state(
         lambda key: TrainState(
             step=jnp.zeros((), jnp.int32),
             params=(p := init_params(config, key, param_dtype)),
-            opt_state=optimizer.init(p),
+            opt_state=optimizer.init(trainable(p)),
             rng=key,
         ),
         jax.random.PRNGKey(0),

@@ -8,6 +8,11 @@ micro-batches give exactly the gradient of one big batch even when they hold dif
 of loss tokens (no mean of means). SFT uses the loss-token count; an RL loss with
 `seq-mean-token-mean` aggregation passes a denominator counting sequences instead.
 
+With LoRA (params holding adapters) the gradient is taken w.r.t. the adapters alone: the step
+splits the params (`models.lora.split`), differentiates the loss of `merge(adapters, base)` over
+the adapters with the base closed over (it gets no gradient at all, not a zero one), and clips,
+measures and applies the update over the adapters; the base passes through untouched.
+
 A step whose loss or gradient norm is not finite leaves params and optimizer state untouched
 (a `lax.cond` inside the compiled step) and reports `finite = 0`; the loop counts these.
 """
@@ -21,6 +26,7 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from swe_rl_jax.models import lora
 from swe_rl_jax.parallel.rules import Rules, activation_sharding
 from swe_rl_jax.train.losses import Batch, LossFn, count_loss_tokens
 from swe_rl_jax.train.state import TrainState
@@ -83,20 +89,25 @@ def make_train_step(
     k = num_micro_batches
     if k < 1:
         raise ValueError(f"num_micro_batches must be >= 1, got {k}")
-    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     def step(state: TrainState, batch: Batch) -> tuple[TrainState, Metrics]:
+        if lora.has_adapters(state.params):  # only the adapters train; the base is a constant
+            trained, frozen = lora.split(state.params)
+            grad_fn = jax.value_and_grad(lambda a, b: loss_fn(lora.merge(a, frozen), b), has_aux=True)
+            rebuild = lambda t: lora.merge(t, frozen)  # noqa: E731
+        else:
+            trained, grad_fn, rebuild = state.params, jax.value_and_grad(loss_fn, has_aux=True), lambda t: t
         denominator = jnp.maximum(denominator_fn(batch).astype(jnp.float32), 1.0)
         if k == 1:
-            (loss_sum, aux), grads = grad_fn(state.params, batch)
+            (loss_sum, aux), grads = grad_fn(trained, batch)
         else:
             def accumulate(carry: Any, micro: Batch) -> tuple[Any, None]:
-                (l, a), g = grad_fn(state.params, micro)
+                (l, a), g = grad_fn(trained, micro)
                 cl, ca, cg = carry
                 return (cl + l, merge_aux(ca, a, jnp.maximum), jax.tree.map(jnp.add, cg, g)), None
 
             micro = _split(batch, k, batch_shardings)
-            shapes = jax.eval_shape(grad_fn, state.params, jax.tree.map(lambda x: x[0], micro))
+            shapes = jax.eval_shape(grad_fn, trained, jax.tree.map(lambda x: x[0], micro))
             (l0, a0), g0 = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
             (loss_sum, aux, grads), _ = jax.lax.scan(accumulate, (l0, a0, g0), micro)
         loss = loss_sum / denominator
@@ -111,9 +122,9 @@ def make_train_step(
         # A branch, not a per-leaf jnp.where: the where keeps old and new copies of params and
         # optimizer state alive at once (+5 GiB/device for a 7B model on 8 devices), while the
         # branch updates the donated buffers in place.
-        params, opt_state = jax.lax.cond(finite, apply, lambda p, o: (p, o), state.params, state.opt_state)
+        trained, opt_state = jax.lax.cond(finite, apply, lambda p, o: (p, o), trained, state.opt_state)
         new_state = state.replace(
-            step=state.step + finite.astype(state.step.dtype), params=params, opt_state=opt_state
+            step=state.step + finite.astype(state.step.dtype), params=rebuild(trained), opt_state=opt_state
         )
         metrics = {
             "loss": loss, "grad_norm": grad_norm, "denominator": denominator,
