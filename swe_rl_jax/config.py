@@ -44,6 +44,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 return _coerce(value, arg, key)
             except ConfigError as e:
                 errors.append(str(e))
+        if len(errors) == 1:  # Optional[X]: X's own error (an unknown key of a section, a bad value)
+            raise ConfigError(errors[0])
         raise ConfigError(f"{key}: {value!r} does not match {_type_name(tp)}")
     if origin is Literal:
         if value not in args:
@@ -131,7 +133,9 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
         return cls(**kwargs)
     except ConfigError as e:
         if prefix and not str(e).startswith(prefix):
-            raise ConfigError(f"{prefix}.{e}") from None
+            # A class naming its own section in its checks ("lora.rank: ...") is not named twice.
+            msg, section = str(e), prefix.rsplit(".", 1)[-1] + "."
+            raise ConfigError(f"{prefix}.{msg[len(section):] if msg.startswith(section) else msg}") from None
         raise
 
 

@@ -29,6 +29,7 @@ from swe_rl_jax.checkpoints.hf_config import (
 )
 from swe_rl_jax.checkpoints.mapping import TensorEntry, tensor_table
 from swe_rl_jax.models.config import ModelConfig
+from swe_rl_jax.models.lora import is_adapter
 from swe_rl_jax.models.params import Params, flatten
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -121,6 +122,10 @@ def save_hf(
     max_shard_bytes: int = 2 * 1024**3,
 ) -> Path:
     """Exports params as an HF checkpoint directory; returns the directory."""
+    adapters = [p for p in flatten(params) if is_adapter(p)]
+    if adapters:  # a full checkpoint of the base alone would drop them without a word
+        raise CheckpointError(f"params hold LoRA adapters ({adapters[0]}, ...): write them with "
+                              "checkpoints.peft.save_peft_adapter, or fold them in with models.lora.merged first")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     flat = {k: np.asarray(jax.device_get(v)) for k, v in flatten(params).items()}

@@ -7,6 +7,10 @@ missing or unexpected tensors and export writes exactly what `transformers` expe
 
 HF linear weights are [out, in]; ours are [in, out] with the head axes split out, e.g.
 q_proj [H*hd, D] <-> [D, H, hd] and o_proj [D, H*hd] <-> [H, hd, D].
+
+LoRA adapters follow the same rule (`adapter_table`): PEFT's lora_A of a projection is a linear
+[r, in] (ours [in..., r]) and lora_B a linear [out, r] (ours [r, out...]), named after the module
+they adapt under PEFT's `base_model.model.` prefix.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from typing import Optional
 import numpy as np
 
 from swe_rl_jax.models.config import ModelConfig
+from swe_rl_jax.models.lora import TARGET_INPUT_AXES, is_adapter
 from swe_rl_jax.models.params import param_specs
 
 # our leaf name -> (HF name, layout). Layouts: "same" (identical array), "flat" (HF flattens the
@@ -78,9 +83,12 @@ def _hf_shape(ours: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
 
 
 def tensor_table(config: ModelConfig) -> list[TensorEntry]:
-    """Every HF tensor of a checkpoint with this config, in a deterministic order."""
+    """Every HF tensor of a checkpoint with this config, in a deterministic order: the base model's
+    (a LoRA adapter's tensors are `adapter_table`'s)."""
     entries = []
     for path, (shape, _) in param_specs(config).items():
+        if is_adapter(path):
+            continue
         if path.startswith("layers/"):
             name, layout = _LAYER_TENSORS[path.split("/", 1)[1]]
             ours = tuple(shape[1:])
@@ -89,4 +97,29 @@ def tensor_table(config: ModelConfig) -> list[TensorEntry]:
         else:
             name, layout = _GLOBAL_TENSORS[path]
             entries.append(TensorEntry(path, None, name, _hf_shape(tuple(shape), layout), tuple(shape), layout))
+    return entries
+
+
+# PEFT's names: `<PEFT_PREFIX><HF module>.lora_A.weight` (PeftModel -> LoraModel -> the *ForCausalLM).
+PEFT_PREFIX = "base_model.model."
+
+
+def adapter_table(config: ModelConfig) -> list[TensorEntry]:
+    """Every tensor of a PEFT LoRA adapter of `config.lora`, in a deterministic order, with PEFT's
+    names and shapes: lora_A [r, in] (ours [in..., r], the projection's input axes then the rank)
+    and lora_B [out, r] (ours [r, out...]), as HF linear weights are [out, in]."""
+    if config.lora is None:
+        raise ValueError("adapter_table: the model config has no `lora`")
+    entries = []
+    for path, (shape, _) in param_specs(config).items():
+        if not is_adapter(path):
+            continue
+        leaf = path.split("/", 1)[1]
+        target, which = leaf[: -len("_lora_a")], leaf[-1].upper()  # "q_proj", "A" or "B"
+        module = _LAYER_TENSORS[target][0].removesuffix(".weight")
+        layout = TARGET_INPUT_AXES[target] if which == "A" else 1
+        ours = tuple(shape[1:])
+        for i in range(config.num_layers):
+            entries.append(TensorEntry(path, i, f"{PEFT_PREFIX}model.layers.{i}.{module}.lora_{which}.weight",
+                                       _hf_shape(ours, layout), ours, layout))
     return entries

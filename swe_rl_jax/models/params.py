@@ -131,10 +131,16 @@ def init_params(config: ModelConfig, rng: jax.Array, dtype: Any = jnp.float32, s
         else:
             flat[path] = (std * jax.random.normal(key, shape, jnp.float32)).astype(dtype)
     if adapters:
-        keys = jax.random.split(jax.random.fold_in(rng, 0x10A), len(adapters))
-        for key, (path, (shape, _)) in zip(keys, adapters):
-            flat[path] = lora.init_adapter(path, shape, key)
+        flat.update(init_adapters(config, rng))
     return unflatten(flat)
+
+
+def init_adapters(config: ModelConfig, rng: jax.Array) -> dict[str, jax.Array]:
+    """Flat `path -> array` of `config.lora`'s adapters alone, as PEFT initialises them
+    (`lora.init_adapter`): the same values `init_params(config, rng)` gives them."""
+    adapters = sorted((p, s) for p, s in param_specs(config).items() if lora.is_adapter(p))
+    keys = jax.random.split(jax.random.fold_in(rng, 0x10A), len(adapters)) if adapters else []
+    return {path: lora.init_adapter(path, shape, key) for key, (path, (shape, _)) in zip(keys, adapters)}
 
 
 def cast_params(params: Params, dtype: Any) -> Params:
