@@ -206,7 +206,7 @@ def load_critic_backbone(config: RLConfig, model_config: Any, mesh: Any, rules: 
     """The critic checkpoint's params (without adapters: the critic trains full-weight); its
     architecture must equal the policy's."""
     source = dataclasses.replace(config.model, checkpoint=config.critic.checkpoint,
-                                 tokenizer=str(tokenizer_source(config.model)))
+                                 tokenizer=str(tokenizer_source(config.model)), lora=None, adapter="")
     critic_config, params, _ = load_policy(source, mesh, rules)
     fields = lambda c: {k: v for k, v in dataclasses.asdict(c).items() if k not in ("dtype", "lora")}  # noqa: E731
     require(fields(critic_config) == fields(model_config), "critic.checkpoint",
