@@ -144,12 +144,19 @@ def test_bfloat16_base_float32_adapters_after_a_step_and_a_resume(tmp_path):
         assert np.array_equal(np.asarray(a), np.asarray(b))
 
 
-def _grpo(params, kl_coef: float = 0.1):
-    optimizer = make_optimizer(OptimizerConfig(lr=1e-2, total_steps=10, schedule="constant"))
+_TRAINERS: dict = {}  # one GRPO trainer (its compiled programs) for the tests below
+
+
+def _grpo(params):
+    optimizer = _TRAINERS["grpo"].optimizer if _TRAINERS else make_optimizer(
+        OptimizerConfig(lr=1e-2, total_steps=10, schedule="constant"))
     state, shardings = create_train_state(LCFG, optimizer, MESH, RULES, jax.random.PRNGKey(0), params=params)
-    trainer = GRPOTrainer(TrainerSetup(LCFG, shardings, optimizer, MESH, RULES, pad_id=0), state,
-                          GRPOConfig(group_size=2, kl_coef=kl_coef), SamplingParams(max_new_tokens=6, temperature=0.7),
-                          UpdateConfig(prompts_per_step=2))
+    if not _TRAINERS:
+        _TRAINERS["grpo"] = GRPOTrainer(TrainerSetup(LCFG, shardings, optimizer, MESH, RULES, pad_id=0), state,
+                                        GRPOConfig(group_size=2, kl_coef=0.1),
+                                        SamplingParams(max_new_tokens=6, temperature=0.7),
+                                        UpdateConfig(prompts_per_step=2))
+    trainer = _TRAINERS["grpo"]
     rng = np.random.default_rng(1)
     prompts = [rng.integers(1, 64, 5).tolist(), rng.integers(1, 64, 3).tolist()]
     results = [SampleResult(p, i, rng.integers(1, 64, n).astype(np.int32), -np.ones(n, np.float32),
@@ -217,17 +224,52 @@ def test_grpo_at_init_has_zero_kl_and_an_update_moves_only_the_adapters():
 
 
 def test_plan_memory_with_lora_counts_adapters_alone_in_the_optimizer_state():
-    cfg = ModelConfig(family="llama", vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=2,
+    cfg = ModelConfig(family="llama", vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=1,
                       num_heads=4, num_kv_heads=2)
-    spec = dict(program="rl", model="llama3.1-8b", seq=64, batch=2, target="cpu:1", remat="none", chunk=0)
+    spec = dict(program="rl", model="llama3.1-8b", seq=16, batch=1, target="cpu:1", remat="none", chunk=0,
+                attention="dense")
     full = plan(PlanSpec(**spec), cfg)
     low = plan(PlanSpec(**spec, lora_rank=8), cfg)
     n = cfg.num_params()
     # r * (in + out) per layer: q (64, 64), k and v (64, 32), o (64, 64), gate, up (64, 128), down (128, 64).
-    adapters = 2 * 8 * ((64 + 64) + 2 * (64 + 32) + (64 + 64) + 3 * (64 + 128))
+    adapters = 1 * 8 * ((64 + 64) + 2 * (64 + 32) + (64 + 64) + 3 * (64 + 128))
     assert low["adapter_params"] == adapters and full["adapter_params"] == 0
     assert full["opt_state_bytes"] == 8 * n + 8  # Adam mu, nu of every weight + two int32 counts
     assert low["opt_state_bytes"] == 8 * adapters + 8  # ... of the adapters alone
     assert low["params_bytes"] == 4 * n + 4 * adapters
     assert "reference params" in full["resident"] and "reference params" not in low["resident"]
     assert low["total_bytes"] < full["total_bytes"] - 4 * n  # at least the reference copy less
+
+
+def test_ppo_step_with_lora_samples_merged_weights_keeps_no_reference_copy_and_trains_adapters_only():
+    """One whole PPO step (rollout through the sampler, reward-KL to the base, a full-weight
+    separate critic beside a LoRA actor) from B = 0: the KL to the reference is 0, the base stays
+    bit-identical, B moves."""
+    from swe_rl_jax.rl.config import PPOConfig
+    from swe_rl_jax.rl.ppo import PPOTrainer
+    from swe_rl_jax.rl.run import critic_model_config
+    from swe_rl_jax.rl.value import Critic, create_critic_state
+
+    cfg = ModelConfig(family="llama", vocab_size=16, hidden_size=16, intermediate_size=32, num_layers=1,
+                      num_heads=2, num_kv_heads=1, lora=LoraConfig(rank=2, alpha=4.0))
+    ppo = PPOConfig(actor_lr=1e-2, critic_lr=1e-2, kl_coef=0.1)
+    opt = make_optimizer(OptimizerConfig(lr=1e-2, total_steps=10, schedule="constant"))
+    state, shardings = create_train_state(cfg, opt, MESH, RULES, jax.random.PRNGKey(0))
+    critic_cfg = critic_model_config(cfg, "separate")
+    critic_state, critic_sh = create_critic_state(critic_cfg, opt, MESH, RULES, jax.random.PRNGKey(1), "separate",
+                                                  backbone=lora.without_adapters(state.params))
+    assert not lora.has_adapters(critic_state.params["backbone"])  # the critic trains full weights
+    critic = Critic(critic_cfg, critic_sh, opt, MESH, RULES)
+    trainer = PPOTrainer(TrainerSetup(cfg, shardings, opt, MESH, RULES, pad_id=0), state, critic, ppo,
+                         SamplingParams(max_new_tokens=4, temperature=1.0, eos_ids=()),
+                         UpdateConfig(prompts_per_step=2, overlong="none"))
+    assert trainer.use_reward_kl and trainer.keep_reference and trainer.ref_params is None
+    base0 = jax.tree.map(np.asarray, lora.without_adapters(state.params))
+    b0 = {k: np.asarray(v) for k, v in state.params["layers"].items() if k.endswith("_lora_b")}
+    score = lambda payloads, results: [(float(np.mean(np.asarray(r.token_ids) == 5)), {"kind": "ok"})  # noqa: E731
+                                       for r in results]
+    state, critic_state, metrics = trainer.step(state, critic_state, 0, lambda k: [([1, 2, 3], {})] * k, score)
+    assert metrics["kl_seq"] == 0.0 and np.isfinite(metrics["loss"])
+    assert all(np.array_equal(a, np.asarray(b))
+               for a, b in zip(jax.tree.leaves(base0), jax.tree.leaves(lora.without_adapters(state.params))))
+    assert any(not np.array_equal(v, np.asarray(state.params["layers"][k])) for k, v in b0.items())
