@@ -503,29 +503,3 @@ def test_property_save_then_load_is_exact(tmp_path_factory, rank, alpha, seed, t
     for p, a in adapters.items():
         np.testing.assert_array_equal(flat[p], a)
 
-
-def test_sft_cli_with_lora_exports_a_trained_adapter_and_merged_weights(tmp_path, tiny_llama):
-    """`swe-rl-jax sft model.lora.rank=4 model.export_merged=true`: the run's summary names
-    adapter_dir and export_dir; the adapter is trained (B moved off zero); transformers + PEFT on
-    the base give the logits of the merged export loaded by plain transformers."""
-    from swe_rl_jax.cli import main as cli
-
-    records, sft_data, out = tmp_path / "records", tmp_path / "sft_data", tmp_path / "sft"
-    assert cli(["build-data", "--sample", "--out", str(records)]) == 0
-    assert cli(["rejection-sample", f"records_dir={records}", f"out_dir={sft_data}",
-                "teacher.path=data/sample/teacher_responses.jsonl", "rejection.samples_per_prompt=2",
-                "rejection.num_workers=1"]) == 0
-    assert cli(["sft", f"sft_dir={sft_data}", f"out_dir={out}", f"model.checkpoint={tiny_llama}",
-                "model.tokenizer=smollm2", "model.lora.rank=4", "model.lora.alpha=8", "model.export_merged=true",
-                "subtasks=[file_localization]", "inputs_length=1024", "targets_length=256", "batch_size=2",
-                "num_steps=2", "optimizer.lr=1e-2", "optimizer.warmup_steps=0", "eval_examples=0",
-                "progress=false"]) == 0
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["adapter_dir"] == str(out / "adapter") and summary["export_dir"] == str(out / "hf")
-    lcfg, adapters = load_peft_adapter(out / "adapter", load_hf(tiny_llama)[0])
-    assert lcfg == LoraConfig(rank=4, alpha=8.0)
-    assert all(np.abs(b).max() > 0 for p, b in flatten(adapters).items() if p.endswith("_lora_b"))
-    tokens = np.random.default_rng(4).integers(3, 1000, (1, 12)).astype(np.int32)
-    merged = torch_logits(hf_model(out / "hf"), tokens)
-    assert np.abs(torch_logits(peft_model(tiny_llama, out / "adapter"), tokens) - merged).max() <= ATOL
-    assert np.abs(torch_logits(hf_model(tiny_llama), tokens) - merged).max() > 1e-4  # the run changed the model

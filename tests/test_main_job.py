@@ -1,5 +1,6 @@
-"""The main job end to end with a tiny preset: every artifact is written and usable (its edit stage:
-tests/test_main_job_edit_stage.py, a file of its own so the two run on different workers)."""
+"""The main job end to end with a tiny preset, its training stages with LoRA: every artifact is
+written and usable (its edit stage, full fine-tuning: tests/test_main_job_edit_stage.py, a file of
+its own so the two run on different workers)."""
 import json
 import math
 
@@ -12,6 +13,8 @@ HELD_OUT, TRAIN = 123, 301  # file-localization records of configlet; of ledgerl
 
 
 def test_main_job_tiny_end_to_end(tmp_path, tiny_llama, monkeypatch):
+    import torch
+    from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     monkeypatch.chdir(tmp_path)  # the default config and the shipped sample are found from anywhere
@@ -19,16 +22,27 @@ def test_main_job_tiny_end_to_end(tmp_path, tiny_llama, monkeypatch):
     assert cli(["main", f"out_dir={out}", f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
                 "sft.num_steps=2", "sft.progress=false", "rl.num_steps=2", "rl.progress=false",
                 "rl.sampling.max_new_tokens=8", "eval.max_examples=1", "eval.sampling.max_new_tokens=8",
-                "resolution.sampling.max_new_tokens=8"]) == 0  # the default evaluates both issue styles
+                "resolution.sampling.max_new_tokens=8", "model.lora.rank=4", "model.lora.alpha=16",
+                "model.lora.targets=[q_proj,v_proj,down_proj]"]) == 0  # the default evaluates both issue styles
     # data, rejection sampling
     assert (out / "records" / "summary.json").is_file()
     report = json.loads((out / "sft_data" / "report.json").read_text())
     assert sum(report["train"]["written"].values()) > 0
     # checkpoints and exports
     assert any((out / "sft" / "checkpoints").iterdir()) and any((out / "rl" / "checkpoints").iterdir())
-    for stage in ("sft", "rl"):
+    # LoRA: each stage exports its PEFT adapter and the merged weights the next stage reads; PEFT's
+    # adapter on the stage's base computes what the merged export computes, and SFT moved it (two
+    # GRPO steps at the config's 1e-5 may not: groups of equal rewards give no gradient).
+    ids = torch.tensor([[1, 100, 2000, 30000, 45]])
+    for stage, base in (("sft", tiny_llama), ("rl", out / "sft" / "hf")):
         model, info = AutoModelForCausalLM.from_pretrained(out / stage / "hf", output_loading_info=True)
         assert not info["missing_keys"] and not info["unexpected_keys"], stage
+        with torch.no_grad():
+            merged = model(ids).logits
+            adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), out / stage / "adapter")(ids).logits
+            start = AutoModelForCausalLM.from_pretrained(base)(ids).logits
+        torch.testing.assert_close(adapted, merged, atol=1e-5, rtol=1e-5)
+        assert stage == "rl" or (merged - start).abs().max() > 1e-4
     # metrics and evaluation: the models and the baselines on the same held-out records (the first
     # eval.max_examples = 1 of the sample's and the synthesized ones)
     results = json.loads((out / "results.json").read_text())

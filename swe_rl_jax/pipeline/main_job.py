@@ -55,7 +55,7 @@ from swe_rl_jax.eval.stats import paired_difference, wilson_interval
 from swe_rl_jax.pipeline.resolution import (SPECS, ResolutionConfig, disabled_row, held_out_instance_ids, judge_edits,
                                             resolution_row, resolve_and_evaluate, write_sample_instances)
 from swe_rl_jax.rewards.execution import EXECUTION_REWARDS, ExecutionConfig
-from swe_rl_jax.policy import ModelSource
+from swe_rl_jax.policy import ModelSource, source_lora
 from swe_rl_jax.rl.run import RLConfig, run_rl
 from swe_rl_jax.sft.ground_truth import ground_truth_examples
 from swe_rl_jax.sft.rejection import RejectionConfig, write_sft_rows
@@ -117,6 +117,12 @@ class MainConfig:
 def _stage(name: str) -> float:
     print(f"\n=== {name} ===", flush=True)
     return time.perf_counter()
+
+
+def judged(model: ModelSource) -> ModelSource:
+    """The model an evaluation loads: without `lora`, which asks for new adapters to train (B = 0:
+    they change nothing); an `adapter` to start from is kept, it is part of the base model."""
+    return dataclasses.replace(model, lora=None)
 
 
 def require_finished(stage: str, stop_reason: str) -> None:
@@ -202,7 +208,7 @@ def run_main(config: MainConfig) -> dict[str, Any]:
             resolutions[stage] = resolve_stage(resolution, stage, model, records, instances, out, timings)
         return summaries
 
-    summaries = {"base": evaluate("base", config.model)}
+    summaries = {"base": evaluate("base", judged(config.model))}
 
     t = _stage("SFT data: " + ("ground-truth answers" if config.sft_data == "ground_truth" else
                                "rejection sampling (teacher responses → subtask filters)"))
@@ -214,20 +220,24 @@ def run_main(config: MainConfig) -> dict[str, Any]:
     timings["sft_data"] = time.perf_counter() - t
 
     t = _stage("SFT")
+    # Each training stage hands the next full weights (<stage>/hf): with LoRA, the merged export.
+    trained_model = dataclasses.replace(config.model, export_merged=True)
     sft = run_sft(dataclasses.replace(config.sft, sft_dir=str(out / "sft_data"), records_dir=str(records),
-                                      out_dir=str(out / "sft"), model=config.model, export=True))
+                                      out_dir=str(out / "sft"), model=trained_model, export=True))
     timings["sft"] = time.perf_counter() - t
     require_finished("SFT", sft["stop_reason"])
     tokenizer = config.model.tokenizer or config.model.checkpoint
-    sft_model = dataclasses.replace(config.model, checkpoint=str(out / "sft" / "hf"), tokenizer=tokenizer)
-    summaries["sft"] = evaluate("sft", sft_model)
+    # With LoRA, GRPO trains new adapters of the same rank, alpha and targets on the merged SFT model.
+    sft_model = dataclasses.replace(trained_model, checkpoint=str(out / "sft" / "hf"), tokenizer=tokenizer,
+                                    lora=source_lora(config.model), adapter="")
+    summaries["sft"] = evaluate("sft", judged(sft_model))
 
     t = _stage("RL (GRPO)")
     rl = run_rl(dataclasses.replace(config.rl, records_dir=str(records), out_dir=str(out / "rl"), model=sft_model,
                                     export=True, execution=execution_config(config, instances, repos)))
     timings["rl"] = time.perf_counter() - t
     require_finished("RL", "done" if rl["finished"] else "stop_after_steps" if config.rl.stop_after_steps else "preempted")
-    summaries["sft_rl"] = evaluate("sft_rl", dataclasses.replace(sft_model, checkpoint=str(out / "rl" / "hf")))
+    summaries["sft_rl"] = evaluate("sft_rl", judged(dataclasses.replace(sft_model, checkpoint=str(out / "rl" / "hf"))))
 
     by_style = {}
     for style in config.styles:
