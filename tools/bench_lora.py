@@ -165,7 +165,7 @@ def plan_argv(model: str, target: str, lora_rank: int) -> list[str]:
 def run_plans(args: argparse.Namespace) -> None:
     out = Path(args.out)
     done = {json.loads(line)["command"] for line in out.read_text().splitlines()} if out.exists() else set()
-    for family, model, rank in [(f, m, r) for f in SLICES for m in MODELS for r in (0, args.rank)]:
+    for family, model, rank in [(f, m, r) for f in SLICES for m in MODELS for r in sorted({0, args.rank})]:
         if True:
             for target in SLICES[family]:
                 argv = plan_argv(model, target, rank)
@@ -204,22 +204,24 @@ def run_plans(args: argparse.Namespace) -> None:
 def print_table(args: argparse.Namespace) -> None:
     gib = lambda n: f"{n / 2**30:.1f}"  # noqa: E731
     print("| model | training | target | mesh, micro-batches | params / optimizer / reference GiB per chip "
-          "| HBM GiB per chip (used / has) | fits | command |")
-    print("|---|---|---|---|---|---|---|---|")
-    for line in Path(args.out).read_text().splitlines():
-        r = json.loads(line)
+          "| temporaries GiB | HBM GiB per chip (used / has) | fits | command |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows = [json.loads(line) for line in Path(args.out).read_text().splitlines()]
+    order = lambda r: (r["target"].split("-")[0], MODELS.index(r["model"]), r["lora_rank"],  # noqa: E731
+                       int(r["target"].split("-")[1]))
+    for r in sorted(rows, key=order):
         how = f"LoRA r={r['lora_rank']}" if r["lora_rank"] else "full"
         if r.get("skipped"):
-            print(f"| {r['model']} | {how} | {r['target']} | | | > {gib(r['state_lower_bound'])} "
+            print(f"| {r['model']} | {how} | {r['target']} | | | | > {gib(r['state_lower_bound'])} "
                   f"| no (state alone) | `{r['command']}` |")
             continue
         if "error" in r:
-            print(f"| {r['model']} | {how} | {r['target']} | | | | error: {r['error']} | `{r['command']}` |")
+            print(f"| {r['model']} | {how} | {r['target']} | | | | | error: {r['error']} | `{r['command']}` |")
             continue
         mesh = ",".join(f"{k}={v}" for k, v in r["mesh"].items() if v > 1)
         ref = r["resident"].get("reference params", 0)
         print(f"| {r['model']} | {how} | {r['target']} | {mesh}, {r['micro_batches']} "
-              f"| {gib(r['params_bytes'])} / {gib(r['opt_state_bytes'])} / {gib(ref)} "
+              f"| {gib(r['params_bytes'])} / {gib(r['opt_state_bytes'])} / {gib(ref)} | {gib(r['temp_bytes'])} "
               f"| {gib(r['total_bytes'])} / {gib(r['hbm_bytes'])} | {'yes' if r['fits'] else 'no'} "
               f"| `{r['command']}` |")
 
