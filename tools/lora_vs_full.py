@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-MODES = ("full", "lora")
+MODES = ("lora", "full")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -55,9 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"error: --seeds {args.seeds!r} is not a comma-separated list of integers", file=sys.stderr)
         return 2
-    for needed in (run / "records", run / "sft" / "hf", run / "results.json"):
+    for needed in (run / "records", run / "sft" / "hf"):
         if not needed.exists():
-            print(f"error: {needed} is missing: --run must be a finished main-job output", file=sys.stderr)
+            print(f"error: {needed} is missing: --run must be a main-job output past its SFT stage", file=sys.stderr)
             return 2
     if not seeds:
         print("error: --seeds names no seed", file=sys.stderr)
@@ -80,12 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     def judge(model: Any, directory: Path) -> dict[str, float]:
         report = run_eval(dataclasses.replace(config.eval, records_dir=str(run / "records"), model=model,
                                               out_dir=str(directory / "eval")))
-        return {r["task_id"]: float(r["outcome"]["hit"]) for r in report["records"]
-                if r["subtask"] == "file_localization"}
+        return hits_of(report)
 
     results: dict[str, Any] = json.loads((out / "lora_vs_full.json").read_text()) if (out / "lora_vs_full.json").is_file() else {}
-    if "start" not in results:
-        results["start"] = {"hits": judge(sft_model, out / "start")}
     for seed in seeds:
         for mode in MODES:
             key = f"{mode}_s{seed}"
@@ -107,9 +104,13 @@ def main(argv: list[str] | None = None) -> int:
             results[key] = {"seed": seed, "mode": mode, "lr": lr, "rl_seconds": round(seconds, 1),
                             "heldout_first": rl.get("heldout_first", {}),
                             "heldout_last": rl.get("heldout_last", {}), "hits": judge(trained, directory)}
-            write_table(out, results, json.loads((run / "results.json").read_text()), seeds)
+            write_table(out, results, run, seeds)
             print(f"{key}: held-out file hit {mean(results[key]['hits']):.3f} ({seconds:.0f} s of RL)", flush=True)
-    write_table(out, results, json.loads((run / "results.json").read_text()), seeds)
+    if "start" not in results:  # the main job's own judgement of its SFT model, when it has made it
+        main_eval = run / "eval_sft" / "eval.json"
+        results["start"] = {"hits": hits_of(json.loads(main_eval.read_text())) if main_eval.is_file()
+                            else judge(sft_model, out / "start")}
+    write_table(out, results, run, seeds)
     print(f"wrote {out / 'lora_vs_full.json'}, {out / 'lora_vs_full.md'}")
     return 0
 
@@ -121,20 +122,22 @@ def main_job_rl(run: Path, seed: int) -> dict[str, Any]:
     timings = json.loads((run / "results.json").read_text())["timings_s"]
     return {"seed": seed, "mode": "full", "lr": None, "rl_seconds": round(timings["rl"], 1), "from_main_job": True,
             "heldout_first": rl.get("heldout_first", {}), "heldout_last": rl.get("heldout_last", {}),
-            "hits": {r["task_id"]: float(r["outcome"]["hit"]) for r in report["records"]
-                     if r["subtask"] == "file_localization"}}
+            "hits": hits_of(report)}
+
+
+def hits_of(report: dict[str, Any]) -> dict[str, float]:
+    """Task id -> file hit of an eval report's file-localization records."""
+    return {r["task_id"]: float(r["outcome"]["hit"]) for r in report["records"] if r["subtask"] == "file_localization"}
 
 
 def mean(hits: dict[str, float]) -> float:
     return sum(hits.values()) / max(len(hits), 1)
 
 
-def write_table(out: Path, results: dict[str, Any], run_results: dict[str, Any], seeds: list[int]) -> None:
+def write_table(out: Path, results: dict[str, Any], run: Path, seeds: list[int]) -> None:
     from swe_rl_jax.eval.stats import paired_difference
 
-    table = run_results["table"]
-    baseline = run_results["strongest_baseline"]
-    ids = sorted(results["start"]["hits"])
+    ids = sorted(next(r["hits"] for k, r in results.items() if k != "summary"))
     lines = ["| seed | full: held-out file hit | LoRA: held-out file hit | LoRA − full [paired 95% CI] "
              "| full / LoRA last sampled held-out reward | full / LoRA RL seconds |", "|---|---|---|---|---|---|"]
     summary: dict[str, Any] = {}
@@ -151,8 +154,14 @@ def write_table(out: Path, results: dict[str, Any], run_results: dict[str, Any],
     if done:
         lines.append(f"| mean of {len(done)} | {sum(d['full'] for d in done) / len(done):.3f} "
                      f"| {sum(d['lora'] for d in done) / len(done):.3f} | | | |")
-    lines.append(f"\nStart (the SFT model): {mean(results['start']['hits']):.3f}; strongest trivial baseline "
-                 f"({baseline}): {table[baseline]['file_hit']:.3f}; {len(ids)} held-out records.")
+    notes = [f"{len(ids)} held-out records"]
+    if "start" in results:
+        notes.append(f"start (the SFT model): {mean(results['start']['hits']):.3f}")
+    if (run / "results.json").is_file():
+        run_results = json.loads((run / "results.json").read_text())
+        baseline = run_results["strongest_baseline"]
+        notes.append(f"strongest trivial baseline ({baseline}): {run_results['table'][baseline]['file_hit']:.3f}")
+    lines.append("\n" + "; ".join(notes) + ".")
     (out / "lora_vs_full.json").write_text(json.dumps({**results, "summary": summary}, indent=1, sort_keys=True) + "\n")
     (out / "lora_vs_full.md").write_text("\n".join(lines) + "\n")
 
