@@ -273,3 +273,20 @@ def test_ppo_step_with_lora_samples_merged_weights_keeps_no_reference_copy_and_t
     assert all(np.array_equal(a, np.asarray(b))
                for a, b in zip(jax.tree.leaves(base0), jax.tree.leaves(lora.without_adapters(state.params))))
     assert any(not np.array_equal(v, np.asarray(state.params["layers"][k])) for k, v in b0.items())
+
+
+def test_sampler_on_unmerged_adapters_equals_the_sampler_on_merged_weights():
+    """An evaluation of `model.adapter` decodes with the adapters unmerged (the decoder's low-rank
+    path, scan and unrolled layers): the same greedy tokens as the plain model on the merged
+    weights, and not those of the base alone."""
+    from swe_rl_jax.sampling import generate
+
+    params = _params(b_scale=0.3)
+    params["embed"] = params["embed"] * 10.0  # spread the logits: diverse greedy continuations
+    greedy = SamplingParams(max_new_tokens=8, temperature=0.0, eos_ids=())
+    prompts = [[3, 4, 5], [6, 7]]
+    tokens = lambda cfg, p: [r.token_ids.tolist() for r in generate(cfg, p, prompts, greedy, 0)]  # noqa: E731
+    for scan in (True, False):
+        adapted = tokens(LCFG.replace(scan_layers=scan), params)
+        assert adapted == tokens(CFG.replace(scan_layers=scan), lora.merged(LCFG.lora, params)), scan
+        assert adapted != tokens(CFG.replace(scan_layers=scan), lora.without_adapters(params)), scan
