@@ -38,6 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--run", required=True, help="a main-job output directory (records/, sft/hf, results.json)")
     p.add_argument("--out", required=True)
     p.add_argument("--seeds", default="0,1,2", help="comma-separated RL seeds")
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated: lora, full (default both)")
     p.add_argument("--rank", type=int, default=32)
     p.add_argument("--alpha", type=float, default=32.0)
     p.add_argument("--lora-lr-factor", type=float, default=10.0, help="LoRA's learning rate / full fine-tuning's")
@@ -59,8 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         if not needed.exists():
             print(f"error: {needed} is missing: --run must be a main-job output past its SFT stage", file=sys.stderr)
             return 2
-    if not seeds:
-        print("error: --seeds names no seed", file=sys.stderr)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not seeds or not modes or set(modes) - set(MODES):
+        print(f"error: --seeds {args.seeds!r} / --modes {args.modes!r}: name at least one seed and only {MODES}",
+              file=sys.stderr)
         return 2
 
     from swe_rl_jax.config import load_config
@@ -84,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict[str, Any] = json.loads((out / "lora_vs_full.json").read_text()) if (out / "lora_vs_full.json").is_file() else {}
     for seed in seeds:
-        for mode in MODES:
+        for mode in modes:
             key = f"{mode}_s{seed}"
             if key in results:
                 continue
