@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
@@ -140,3 +140,12 @@ def merged(lora: LoraConfig, params: dict[str, Any]) -> dict[str, Any]:
         update = jax.vmap(lambda x, y: jnp.tensordot(x, y, axes=1))(a, b)
         layers[target] = (w.astype(jnp.float32) + lora.scale * update).astype(w.dtype)
     return {**base, "layers": layers}
+
+
+_merged_compiled = jax.jit(merged, static_argnums=0)
+
+
+def folded(lora: Optional[LoraConfig], params: dict[str, Any]) -> dict[str, Any]:
+    """What the sampler and evaluations read, for a config without `lora`: `merged` compiled on
+    the params' devices with LoRA, else `params` themselves."""
+    return params if lora is None else _merged_compiled(lora, params)

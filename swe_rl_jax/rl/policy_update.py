@@ -165,7 +165,6 @@ class PolicyUpdater:
         self._logp_base = jax.jit(lambda params, batch: policy_logprobs(
             self.base_cfg, lora.without_adapters(params), batch, self.update, self.sampling.logprob_temperature,
             shard=self.shard))
-        self._merged = jax.jit(functools.partial(lora.merged, self.cfg.lora)) if self.cfg.lora is not None else None
         self._logp_entropy = jax.jit(functools.partial(self._logprobs_of, with_entropy=True))
         self.shard_batch = functools.partial(batch_shardings, self.mesh, self.rules)
 
@@ -196,8 +195,7 @@ class PolicyUpdater:
         """Plain params the sampler (or an eval) reads with `sample_cfg`: the adapters folded
         into their weights with LoRA (a new array per adapted weight), else `params` themselves;
         on this host's devices (`replica_on_host`)."""
-        params = replica_on_host(self.cfg, params, self.rules)
-        return self._merged(params) if self._merged is not None else params
+        return lora.folded(self.cfg.lora, replica_on_host(self.cfg, params, self.rules))
 
     def rollout_weights(self, params: Any) -> Any:
         """The weights the sampler reads, moved on device into the rollout engine's layout (once

@@ -7,7 +7,6 @@ The number of steps is `num_steps`, or, when 0, `epochs` × train examples / bat
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -236,9 +235,8 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
         summary["heldout_loss"] = total / max(tokens, 1.0)
         writer.write(result.position, {"heldout_loss": summary["heldout_loss"]})
     if config.records_dir and config.eval_examples:
-        eval_params = replica_on_host(model_config, state.params, rules)
-        if model_config.lora is not None:  # the sampler reads merged weights, knowing nothing of adapters
-            eval_params = jax.jit(functools.partial(lora.merged, model_config.lora))(eval_params)
+        # The sampler reads merged weights, knowing nothing of adapters.
+        eval_params = lora.folded(model_config.lora, replica_on_host(model_config, state.params, rules))
         summary["heldout_eval"] = evaluate_split(sampling_config(model_config, config.model).replace(lora=None),
                                                  eval_params, tokenizer, config, "validation")
     writer.close()
