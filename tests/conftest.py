@@ -23,25 +23,45 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="swe-rl-jax-xla-cache-")
     atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], True)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-# Cheaper CPU code generation for the whole session and the processes it starts (set before jax
-# starts its backend): the suite's programs are tiny and compiling them is most of its time (the
-# RL packing tests: 116 s -> 73 s). Same HLO passes, so what a test compares is unchanged;
-# benchmarks (tools/) never run under these flags.
-from swe_rl_jax.parallel.fake_devices import FAST_COMPILE_FLAGS  # noqa: E402  (imports no jax)
-
-_xla_flags = os.environ.get("XLA_FLAGS", "").split()
-os.environ["XLA_FLAGS"] = " ".join(_xla_flags + [f for f in FAST_COMPILE_FLAGS if f not in _xla_flags])
+# Cheaper CPU code generation for the whole session and the processes it starts (jax reads this
+# when it is imported; XLA backend optimization level 0, expensive LLVM passes off): the suite's
+# programs are tiny and compiling them is most of its time (the RL packing tests: 116 s -> 73 s).
+# Same HLO passes, so what a test compares is unchanged; benchmarks (tools/) never run this way.
+# A test module whose programs are big enough that running them costs more than compiling them
+# (SmolLM2-135M itself) opts out with `pytestmark = pytest.mark.optimized_code` (see below).
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 # The costliest test files, first: run_tests.sh schedules whole files on two workers in collection
 # order (--no-loadscope-reorder; xdist's default sorts by test count, which put these few-test
 # files last and left one worker idle through the last of them). Seconds of one quiet run,
-# 2026-11-29; a file not named keeps its place after these.
+# 2026-11-29 (test_smollm2.py now holds the SmolLM2 greedy rollouts); a file not named keeps its place after these.
 COSTLIEST_FILES = ("test_main_job.py", "test_parallel_multihost.py", "test_resolve_served.py", "test_rl_packing.py",
-                   "test_sampling_parity.py", "test_models_attention.py", "test_rl_ppo.py", "test_main_job_edit_stage.py",
+                   "test_smollm2.py", "test_models_attention.py", "test_rl_ppo.py", "test_main_job_edit_stage.py",
                    "test_train_losses.py", "test_train_step.py", "test_sft_end_to_end.py", "test_lora_peft.py",
                    "test_sampling_sharded.py", "test_accelerator_check.py", "test_harness_escape.py", "test_plan_tpu.py", "test_rl_sharded.py",
-                   "test_parallel_sharding.py", "test_train_checkpointing.py", "test_rl_run.py", "test_smollm2.py")
+                   "test_parallel_sharding.py", "test_train_checkpointing.py", "test_rl_run.py", "test_sampling_parity.py")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "optimized_code: compile this module's programs with XLA's full CPU "
+                            "optimization (it runs SmolLM2-135M: less time running than the cheap code saves compiling)")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def compile_mode(request):
+    """XLA's optimization for this module's compiles: full under `optimized_code`, else the session's
+    cheap default. jax reads the flag at every compile (the persistent cache keys on it), and
+    processes the module starts inherit the environment variable."""
+    import jax
+
+    optimized = request.node.get_closest_marker("optimized_code") is not None
+    before = os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"]
+    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "0" if optimized else before
+    jax.config.update("jax_disable_most_optimizations", not optimized and before == "1")
+    yield
+    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = before
+    jax.config.update("jax_disable_most_optimizations", before == "1")
 
 
 def pytest_collection_modifyitems(items):

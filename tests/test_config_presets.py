@@ -70,3 +70,17 @@ def test_sorft_ppo_paper_settings():
     assert ppo.algorithm == "ppo"
     assert (ppo.ppo.actor_lr, ppo.ppo.critic_lr, ppo.update.prompts_per_step, ppo.sampling.temperature, ppo.num_steps) == \
         (5e-7, 9e-6, 64, 1.0, 200)
+
+
+def test_the_main_job_builds_only_the_subtasks_its_stages_read():
+    from swe_rl_jax.pipeline.main_job import subtasks_read
+
+    assert subtasks_read(load_config(MainConfig, CONFIGS / "main.yaml")) == ("file_localization",)
+    assert subtasks_read(load_config(MainConfig, CONFIGS / "resolve_demo.yaml")) == ("edit_generation",)
+    both = ["sft.subtasks=[edit_generation]", "rl.subtasks=[file_localization]", "eval.subtasks=[file_localization]"]
+    assert subtasks_read(load_config(MainConfig, CONFIGS / "main.yaml", both)) == ("file_localization", "edit_generation")
+    # a stage that names none reads every subtask: everything build.subtasks lists is built
+    everything = load_config(MainConfig, CONFIGS / "main.yaml", ["eval.subtasks=[]"])
+    assert subtasks_read(everything) == everything.build.subtasks
+    with pytest.raises(ConfigError, match=r"build.subtasks.*leaves out \['edit_generation'\]"):
+        load_config(MainConfig, CONFIGS / "main.yaml", ["build.subtasks=[file_localization]", "sft.subtasks=[edit_generation]"])

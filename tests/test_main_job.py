@@ -20,12 +20,13 @@ def test_main_job_tiny_end_to_end(tmp_path, tiny_llama, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the default config and the shipped sample are found from anywhere
     out = tmp_path / "main"
     assert cli(["main", f"out_dir={out}", f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
-                "sft.num_steps=2", "sft.progress=false", "rl.num_steps=2", "rl.progress=false",
+                "sft.num_steps=2", "sft.shuffle_buffer_size=16", "sft.progress=false", "rl.num_steps=2", "rl.progress=false",
                 "rl.sampling.max_new_tokens=8", "eval.max_examples=1", "eval.sampling.max_new_tokens=8",
                 "resolution.sampling.max_new_tokens=8", "model.lora.rank=4", "model.lora.alpha=16",
                 "model.lora.targets=[q_proj,v_proj,down_proj]"]) == 0  # the default evaluates both issue styles
-    # data, rejection sampling
+    # data (only the subtask the default's stages read), rejection sampling
     assert (out / "records" / "summary.json").is_file()
+    assert sorted(p.name for p in (out / "records" / "train").iterdir()) == ["file_localization.jsonl"]
     report = json.loads((out / "sft_data" / "report.json").read_text())
     assert sum(report["train"]["written"].values()) > 0
     # checkpoints and exports

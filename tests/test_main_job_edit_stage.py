@@ -19,7 +19,7 @@ def test_edit_stage_tiny_end_to_end(tmp_path, tiny_llama):
     reward), the held-out edits of every model and of the repair rule judged by the harness."""
     out = tmp_path / "resolve_demo"
     assert cli(["main", "--config", str(CONFIGS_DIR / "resolve_demo.yaml"), f"out_dir={out}", f"model.checkpoint={tiny_llama}",
-                "model.tokenizer=smollm2", "sft.num_steps=2", "sft.progress=false", "rl.num_steps=1",
+                "model.tokenizer=smollm2", "sft.num_steps=2", "sft.shuffle_buffer_size=16", "sft.progress=false", "rl.num_steps=1",
                 # one prompt, a group of 2: two harness runs per RL step keep the test short
                 "rl.progress=false", "rl.sampling.max_new_tokens=8", "rl.grpo.group_size=2", "rl.grpo.max_refills=0",
                 "rl.update.prompts_per_step=1", "rl.heldout.every=1", "rl.heldout.samples=1",
@@ -27,6 +27,7 @@ def test_edit_stage_tiny_end_to_end(tmp_path, tiny_llama):
     results = json.loads((out / "results.json").read_text())
     assert set(results["edit_table"]) == {"repair_rule", "base", "sft", "sft_rl"}
     assert set(results["edit_comparisons"]) == {"sft_rl - repair_rule", "sft_rl - base", "sft_rl - sft"}
+    assert sorted(p.name for p in (out / "records" / "train").iterdir()) == [f"{EDIT}.jsonl"]  # what its stages read
     report = json.loads((out / "sft_data" / "report.json").read_text())
     assert report["train"]["written"] == {EDIT: TRAIN}  # one ground-truth answer per training edit record
     held_out = read_split_records(out / "records", "validation", (EDIT,))[:2]

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+# The in-process side samples SmolLM2-135M: compiled with XLA's full CPU optimization (tests/conftest.py).
+pytestmark = pytest.mark.optimized_code
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 

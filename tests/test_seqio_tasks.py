@@ -320,3 +320,27 @@ def test_input_pipeline_prints_no_tensorflow_cuda_noise():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["[np.int64(0),", "np.int64(1),", "np.int64(2)]", "[]"]
     assert [line for line in proc.stderr.splitlines() if "cuda" in line.lower() or "cuinit" in line.lower()] == []
+
+
+def test_sft_batches_shuffle_over_the_configured_buffer(setup, tmp_path):
+    """`shuffle_buffer_size` reaches the SFT stream: a buffer of one keeps the order of seqio's
+    unshuffled dataset, a buffer holding every example does not. Last in this file: it re-registers
+    the SFT tasks."""
+    from swe_rl_jax.policy import ModelSource
+    from swe_rl_jax.sft.run import SFTConfig, SeqioBatches
+
+    tok = setup["tok"]
+    recs = setup["data"][("sft", "train", "file_localization")]
+    wanted = [ref_prompt_ids(tok, r["messages"]) + ref_response_ids(tok, r["response"]) for r in recs]
+
+    def order(buffer: int) -> list[int]:
+        config = SFTConfig(sft_dir=str(setup["sft"]), out_dir=str(tmp_path / str(buffer)),
+                           model=ModelSource(checkpoint=str(qwen_tokenizer_dir())), inputs_length=160,
+                           targets_length=64, pack=False, batch_size=len(recs), shuffle_buffer_size=buffer)
+        batch = next(SeqioBatches(config, ["file_localization"], tok.pad_id).from_position(0))
+        return [next(i for i, w in enumerate(wanted) if row[:len(w)].tolist() == w) for row in batch["tokens"]]
+
+    unshuffled = [int(e["task_id"].decode().rsplit("-", 1)[1].split("/")[0])
+                  for e in examples("swe_rl_jax.sft.file_localization")]  # TFDS stores them in its own order
+    assert order(1) == unshuffled
+    assert order(len(recs)) != unshuffled  # (the stream repeats before it shuffles: rows may repeat)

@@ -24,7 +24,7 @@ def test_build_sample_filter_sft_export(tmp_path, tiny_llama, capsys):
     rc = cli(["sft", f"sft_dir={sft_data}", f"records_dir={records}", f"out_dir={out}",
               f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
               "subtasks=[file_localization,line_localization]", "inputs_length=1024", "targets_length=256",
-              "batch_size=2", "num_steps=5", "schedule_steps=8", "optimizer.lr=1e-2", "optimizer.warmup_steps=0",
+              "batch_size=2", "shuffle_buffer_size=16", "num_steps=5", "schedule_steps=8", "optimizer.lr=1e-2", "optimizer.warmup_steps=0",
               "eval_examples=1", "eval_max_new_tokens=8", "save_every=2", "progress=false"])
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())

@@ -82,7 +82,8 @@ class MainConfig:
     held_out_repo: str = ""  # the unseen repository (validation split); "" = the split by repository hash
     tree_outline: bool = False  # file localization's tree lists the names each file defines (docs/DATA.md)
     tree_retrieval: int = 0  # file localization lists BM25's best files for the issue under the tree (docs/DATA.md)
-    build: BuildOptions = field(default_factory=BuildOptions)  # further build-data options (e.g. context_lines)
+    # Further build-data options (e.g. context_lines); of its subtasks, only those a stage reads are built.
+    build: BuildOptions = field(default_factory=BuildOptions)
     # Renamed copies of each training file-localization record (data/augment.py): the same task
     # under other package and module names, so that naming a training repository's files is not
     # rewarded and finding the file the issue points at is.
@@ -103,6 +104,7 @@ class MainConfig:
         require(not self.synth_instances or Path(self.synth_instances).is_file(), "synth_instances",
                 f"{self.synth_instances!r} is not a file (synthesize --sample --out DIR writes DIR/instances.jsonl)")
         require(self.sft_data in ("teacher", "ground_truth"), "sft_data", "must be 'teacher' or 'ground_truth'")
+        subtasks_read(self)  # build.subtasks holds every subtask a stage reads
         for style in (self.issue_style, *self.eval_issue_styles):
             require(style in ISSUE_STYLES, "issue_style", f"{style!r} is not one of {list(ISSUE_STYLES)}")
         require(self.issue_style not in self.eval_issue_styles and len(set(self.eval_issue_styles)) == len(
@@ -145,7 +147,8 @@ def run_main(config: MainConfig) -> dict[str, Any]:
 
     t = _stage("build subtask data from the shipped sample" + (" and its synthesized tasks" * config.synthesized))
     options = dataclasses.replace(config.build, tree_outline=config.tree_outline, tree_retrieval=config.tree_retrieval,
-                                  held_out_repos=(config.held_out_repo,) if config.held_out_repo else ())
+                                  held_out_repos=(config.held_out_repo,) if config.held_out_repo else (),
+                                  subtasks=subtasks_read(config))
     summary = build_sample(records, options, synthesized=config.synthesized, repos_dir=repos,
                            issue_style=config.issue_style, synth_instances=config.synth_instances)
     print(format_summary(summary))
@@ -281,6 +284,19 @@ def write_ground_truth_sft(records: Path, out_dir: Path, subtasks: tuple[str, ..
         report[split] = {"written": write_sft_rows(rows, out_dir, split), "not_localization": skipped}
     (out_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     return report
+
+
+def subtasks_read(config: MainConfig) -> tuple[str, ...]:
+    """The subtasks whose records a stage reads (SFT, GRPO, the evaluations, the edit setting); only
+    these are built (function localization alone is a third of the sample's build time). A stage
+    that names no subtasks reads them all."""
+    named = (config.sft.subtasks, config.rl.subtasks, config.eval.subtasks)
+    if not all(named):
+        return config.build.subtasks
+    read = set().union(*named)
+    missing = sorted(read - set(config.build.subtasks))
+    require(not missing, "build.subtasks", f"leaves out {missing}, which sft, rl or eval read")
+    return tuple(s for s in config.build.subtasks if s in read)
 
 
 def evaluates(config: MainConfig, name: str) -> bool:

@@ -44,6 +44,9 @@ class SFTConfig:
     inputs_length: int = 1536  # prompt tokens per packed row (seqio PrefixLM lengths)
     targets_length: int = 512  # response tokens per packed row
     pack: bool = True
+    # Examples each subtask's stream shuffles over (seqio's default 1,000). The pipeline tokenizes
+    # this many before the first batch (~20 s on 2 cores); a short run can ask for fewer.
+    shuffle_buffer_size: int = 1000
     batch_size: int = 8  # packed rows per step (global)
     micro_batches: int = 1
     epochs: float = 2.0
@@ -67,6 +70,7 @@ class SFTConfig:
 
     def __post_init__(self) -> None:
         require(self.batch_size > 0, "batch_size", "must be > 0")
+        require(self.shuffle_buffer_size > 0, "shuffle_buffer_size", "must be > 0")
         require(self.micro_batches > 0 and self.batch_size % self.micro_batches == 0, "micro_batches",
                 f"must divide batch_size {self.batch_size}")
         require(self.epochs > 0 or self.num_steps > 0, "epochs", "epochs or num_steps must be > 0")
@@ -122,7 +126,7 @@ class SeqioBatches:
 
         def register(build: bool) -> Any:
             return st.register_tasks(None, tokenizer, sft_dir=config.sft_dir, data_dir=str(Path(config.out_dir) / "tfds"),
-                                     sft_subtasks=subtasks, build=build)
+                                     sft_subtasks=subtasks, shuffle_buffer_size=config.shuffle_buffer_size, build=build)
 
         # One host builds the TFDS datasets; the others wait for it, then only read them.
         first = jax.process_index() == 0
