@@ -55,13 +55,13 @@ def compile_mode(request):
     processes the module starts inherit the environment variable."""
     import jax
 
-    optimized = request.node.get_closest_marker("optimized_code") is not None
-    before = os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"]
-    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "0" if optimized else before
-    jax.config.update("jax_disable_most_optimizations", not optimized and before == "1")
+    session = os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"]
+    cheap = session == "1" and request.node.get_closest_marker("optimized_code") is None
+    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "1" if cheap else "0"
+    jax.config.update("jax_disable_most_optimizations", cheap)
     yield
-    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = before
-    jax.config.update("jax_disable_most_optimizations", before == "1")
+    os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = session
+    jax.config.update("jax_disable_most_optimizations", session == "1")
 
 
 def pytest_collection_modifyitems(items):

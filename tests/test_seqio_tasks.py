@@ -340,7 +340,7 @@ def test_sft_batches_shuffle_over_the_configured_buffer(setup, tmp_path):
         batch = next(SeqioBatches(config, ["file_localization"], tok.pad_id).from_position(0))
         return [next(i for i, w in enumerate(wanted) if row[:len(w)].tolist() == w) for row in batch["tokens"]]
 
-    unshuffled = [int(e["task_id"].decode().rsplit("-", 1)[1].split("/")[0])
-                  for e in examples("swe_rl_jax.sft.file_localization")]  # TFDS stores them in its own order
+    index = {r["task_id"]: i for i, r in enumerate(recs)}
+    unshuffled = [index[e["task_id"].decode()] for e in examples("swe_rl_jax.sft.file_localization")]  # TFDS's order
     assert order(1) == unshuffled
     assert order(len(recs)) != unshuffled  # (the stream repeats before it shuffles: rows may repeat)

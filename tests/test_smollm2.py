@@ -59,16 +59,10 @@ def test_export_of_real_weights_loads_in_transformers(smol, tmp_path):
     np.testing.assert_allclose(_torch_logits(reloaded.eval(), ids), _torch_logits(torch_model, ids), atol=1e-5)
 
 
-def test_greedy_rollouts_match_transformers(smol, tmp_path):
-    """64 greedy tokens of the real model, batch of 3 chat prompts of different lengths.
-
-    transformers gets the weights through our HF export (seconds, where its own GGUF
-    de-quantisation takes ~25 s); that export's parity with transformers' GGUF import is
-    tested above, so this test isolates the rollout engine."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    config, params, tokenizer, _ = smol
+def test_greedy_rollouts_match_transformers(smol):
+    """64 greedy tokens of the real model, batch of 3 chat prompts of different lengths, against
+    the module's transformers model (its own GGUF import)."""
+    config, params, tokenizer, torch_model = smol
     questions = ["What is a KV cache?",
                  "Write a Python function that checks whether a string is a palindrome, then explain it.",
                  "Name three sorting algorithms."]
@@ -83,9 +77,7 @@ def test_greedy_rollouts_match_transformers(smol, tmp_path):
     new_tokens = 64
     sp = SamplingParams(max_new_tokens=new_tokens, temperature=0.0, eos_ids=())
     results = generate(config, params, prompts, sp, 0, tokenizer=tokenizer)
-    model = AutoModelForCausalLM.from_pretrained(save_hf(tmp_path / "smol", config, params), dtype=torch.float32,
-                                                 attn_implementation="eager").eval()
-    expected = torch_greedy(model, tokens, mask, new_tokens)
+    expected = torch_greedy(torch_model, tokens, mask, new_tokens)
     for result, row in zip(results, expected):
         np.testing.assert_array_equal(result.token_ids, row)
         assert result.text == tokenizer.decode(row)

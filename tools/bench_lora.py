@@ -164,41 +164,40 @@ def plan_argv(model: str, target: str, lora_rank: int) -> list[str]:
 
 def run_plans(args: argparse.Namespace) -> None:
     out = Path(args.out)
-    done = {json.loads(line)["command"] for line in out.read_text().splitlines()} if out.exists() else set()
+    # command -> whether it fitted, of the rows already written (a rerun goes on where it stopped)
+    done = {r["command"]: r.get("fits", False) for r in map(json.loads, out.read_text().splitlines())} \
+        if out.exists() else {}
     for family, model, rank in [(f, m, r) for f in SLICES for m in MODELS for r in sorted({0, args.rank})]:
-        if True:
-            for target in SLICES[family]:
-                argv = plan_argv(model, target, rank)
-                command = "python -m swe_rl_jax.cli plan-memory " + " ".join(shlex.quote(a) for a in argv)
-                if args.only and not all(s in command for s in args.only):
-                    continue
-                row = {"command": command, "model": model, "lora_rank": rank, "target": target}
-                if command in done:
-                    fits = next(json.loads(line)["fits"] for line in out.read_text().splitlines()
-                                if json.loads(line)["command"] == command)
-                    if fits:
-                        break
-                    continue
-                bound, hbm = _state_lower_bound(model, target, rank)
-                if bound > hbm:
-                    row.update(skipped=True, state_lower_bound=bound, hbm_bytes=hbm, fits=False)
-                else:
-                    print(f"$ {command}", file=sys.stderr, flush=True)
-                    start = time.perf_counter()
-                    proc = subprocess.run([sys.executable, "-m", "swe_rl_jax.cli", "plan-memory", *argv, "--json"],
-                                          capture_output=True, text=True, cwd=ROOT)
-                    if proc.returncode:
-                        print(proc.stderr[-3000:], file=sys.stderr)
-                        row.update(error=proc.stderr.strip().splitlines()[-1][:500] if proc.stderr.strip() else "?")
-                    else:
-                        row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
-                    row["wall_seconds"] = round(time.perf_counter() - start, 1)
-                with out.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
-                print(json.dumps({k: row.get(k) for k in ("command", "fits", "total_bytes", "skipped",
-                                                          "wall_seconds", "error")}), flush=True)
-                if row.get("fits"):
+        for target in SLICES[family]:
+            argv = plan_argv(model, target, rank)
+            command = "python -m swe_rl_jax.cli plan-memory " + " ".join(shlex.quote(a) for a in argv)
+            if args.only and not all(s in command for s in args.only):
+                continue
+            row = {"command": command, "model": model, "lora_rank": rank, "target": target}
+            if command in done:
+                if done[command]:
                     break
+                continue
+            bound, hbm = _state_lower_bound(model, target, rank)
+            if bound > hbm:
+                row.update(skipped=True, state_lower_bound=bound, hbm_bytes=hbm, fits=False)
+            else:
+                print(f"$ {command}", file=sys.stderr, flush=True)
+                start = time.perf_counter()
+                proc = subprocess.run([sys.executable, "-m", "swe_rl_jax.cli", "plan-memory", *argv, "--json"],
+                                      capture_output=True, text=True, cwd=ROOT)
+                if proc.returncode:
+                    print(proc.stderr[-3000:], file=sys.stderr)
+                    row.update(error=proc.stderr.strip().splitlines()[-1][:500] if proc.stderr.strip() else "?")
+                else:
+                    row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+                row["wall_seconds"] = round(time.perf_counter() - start, 1)
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(json.dumps({k: row.get(k) for k in ("command", "fits", "total_bytes", "skipped",
+                                                      "wall_seconds", "error")}), flush=True)
+            if row.get("fits"):
+                break
 
 
 def print_table(args: argparse.Namespace) -> None:
