@@ -274,3 +274,22 @@ def test_curate_shows_progress_through_the_archive_and_the_pull_requests(tmp_pat
     assert read and read[1] == read[2] == f"{HOUR.stat().st_size / 1000:.2f}k", err
     assert re.search(r"curate: pull requests: 100%\|[^|]*\| ([1-9]\d*)/\1 ", err), err
     assert _error_lines(err)[0].startswith("error: no instance: ")
+
+
+def test_an_sft_subtask_none_of_whose_examples_fits_is_named_not_waited_on(tiny_llama, tmp_path, capsys):
+    """Each example too long for the rows is dropped by the seqio pipeline; a subtask left with none
+    was an empty task in the mixture, and seqio's repeated sampling waited on it forever."""
+    sft_dir = tmp_path / "sft_data"
+    for subtask, response in (("file_localization", "```\na.py\n```"), ("line_localization", "line 7\n" * 40)):
+        path = sft_dir / "train" / f"{subtask}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"task_id": f"o__r-1/{subtask}", "subtask": subtask, "instance_id": "o__r-1",
+                                    "repo": "o/r", "messages": [{"role": "user", "content": "Fix it."}],
+                                    "ground_truth": {}, "candidates": [], "context": {}, "meta": {},
+                                    "response": response}) + "\n")
+    rc = cli_main(["sft", f"sft_dir={sft_dir}", f"out_dir={tmp_path / 'out'}", f"model.checkpoint={tiny_llama}",
+                   "model.tokenizer=smollm2", "subtasks=[file_localization,line_localization]", "inputs_length=64",
+                   "targets_length=32", "batch_size=1", "num_steps=1", "progress=false"])
+    errors = _error_lines(capsys.readouterr().err)
+    assert rc == 2 and len(errors) == 1, errors
+    assert "no line_localization SFT example fits" in errors[0] and "response_too_long=1" in errors[0]

@@ -183,8 +183,12 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     counts = sft_example_counts(config, "train", subtasks, tokenizer)
     print(f"sft examples (train): {counts.describe()}", flush=True)
     n_train = sum(counts.kept.values())
-    require(n_train > 0, "inputs_length", f"no SFT example fits inputs_length={config.inputs_length} and "
-            f"targets_length={config.targets_length}: {counts.describe()}")
+    # A subtask none of whose examples fits would be an empty task in the mixture, which seqio's
+    # endlessly repeated sampling waits on forever: refuse it, naming it.
+    empty = [s for s in subtasks if not counts.kept[s]]
+    require(not empty, "inputs_length", f"no {', '.join(empty)} SFT example fits inputs_length={config.inputs_length} "
+            f"and targets_length={config.targets_length} ({counts.describe()}): raise the lengths or leave "
+            f"{'it' if len(empty) == 1 else 'them'} out of subtasks")
     # An epoch is counted in examples / batch rows; with packing a row holds several examples, so
     # this over-counts steps per epoch (never under-trains). Set num_steps to control it exactly.
     num_steps = config.num_steps or max(1, math.ceil(config.epochs * n_train / config.batch_size))
