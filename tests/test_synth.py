@@ -294,3 +294,61 @@ def test_synthesize_without_specs_runs_in_the_default_environment(tmp_path):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["repos"]["acme/calc"]["kept"] == 1  # add's `+` -> `-`; untested's `*` -> `/` is not caught
     assert json.loads((tmp_path / "out" / "specs.json").read_text())["acme/calc"]["requirements"] == ["pytest==8.4.2"]
+
+
+EDGE_CASES = '''import functools
+def one_line(a, b): return a < b and b > 0
+class Tabbed:
+\tdef method(self, x):
+\t\treturn [i + 1 for i in range(x) if i % 2]
+class Outer:
+    @functools.lru_cache(maxsize=2)
+    @staticmethod
+    def decorated(a, b=1):
+        text = """a
+  string over lines < that ends""" + str(a == b)
+        def inner(c):
+            return c * 2 if c else -c
+        return inner(a) + len(text)
+    async def coroutine(self, n):
+        while n > 0:
+            n -= 1
+        return n is None
+if True:
+    def under_if(x):
+        return x[1:2] + \\
+            x[3]
+try:
+    import math
+except ImportError:
+    def fallback(v):
+        return v ** 2
+def last(a, b):
+    return max(a, b) != min(a, b)'''
+
+
+@pytest.mark.parametrize("path", ["edge_cases.py", "swe_rl_jax/data/records.py", "swe_rl_jax/eval/repair_baseline.py"])
+def test_each_mutated_file_is_canonicalized_as_a_whole_file_parse_would(path, monkeypatch):
+    """enumerate_mutations parses only the mutated definition (mutations._Splicer); the reference
+    is the whole mutated file through `ast`: same canonical text, same drops."""
+    import ast
+    from swe_rl_jax.synth import mutations
+    from swe_rl_jax.synth.mutations import canonical_ast
+
+    whole_file = []  # the splicer's fallback: here only for mutations that do not parse alone
+    monkeypatch.setattr(mutations, "_parsed_canonical",
+                        lambda text, real=mutations._parsed_canonical: whole_file.append(text) or real(text))
+    source = EDGE_CASES if path == "edge_cases.py" else (Path(__file__).parents[1] / path).read_text()
+    dropped = []
+    candidates = enumerate_mutations(path, source, on_drop=lambda reason, m: dropped.append((reason, m)))
+    assert len(candidates) > 25 and len({c.mutation.function for c in candidates}) >= 5
+    assert len(whole_file) == sum(reason == "syntax_error" for reason, _ in dropped)
+    for c in candidates:
+        assert c.canonical == canonical_ast(ast.parse(c.source)), c.mutation
+    original = canonical_ast(ast.parse(source))
+    for reason, m in dropped:
+        if reason == "no_change":
+            assert canonical_ast(ast.parse(m.apply(source))) == original, m
+        else:
+            with pytest.raises(SyntaxError):
+                ast.parse(m.apply(source))

@@ -351,6 +351,102 @@ def canonical_ast(tree: ast.AST) -> str:
     return ast.dump(tree, annotate_fields=False, include_attributes=False)
 
 
+def _parsed_canonical(source: str) -> Optional[str]:
+    try:
+        return canonical_ast(ast.parse(source))
+    except (SyntaxError, ValueError):
+        return None
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_PLACEHOLDER = ast.Name(id="\x00mutated definition\x00", ctx=ast.Load())
+
+
+class _Splicer:
+    """`canonical_ast` of a mutated file without parsing or dumping the whole file: a file has
+    hundreds of mutations, and parsing and dumping only the mutated definition makes enumerating
+    them ~7x faster (synth/issue_text.py's 335: 0.6 s against 4.4 s; the main job's edit-stage repair
+    baseline fits in 13 s, not 34).
+
+    A mutation edits bytes inside one outermost function definition. A definition starts a logical
+    line, and the prefix before it is unchanged, so the tokenizer enters the definition in the same
+    state as before; if the mutated definition parses alone as exactly one definition, its brackets
+    and strings close within it, the unchanged suffix tokenizes as before, and the file's tree is the
+    original one with that definition replaced. Its canonical text is then the original dump with
+    the definition's dump spliced in. A definition that does not survive this round trip unmutated
+    (its text alone does not parse to the same tree), or a mutation that does not parse alone, goes
+    the whole-file way, so the result is always `canonical_ast(ast.parse(mutated))` (None: it does
+    not parse)."""
+
+    def __init__(self, tree: ast.Module, src: _Source):
+        self.src = src
+        self.owners: list[tuple[int, int, ast.AST, list[ast.stmt]]] = []  # byte span, definition, its list
+        self._collect(tree)
+        self.tree = tree
+        self.original: Optional[str] = None  # the file's canonical_ast, made when first needed
+        self.parts: dict[int, Optional[tuple[str, str, str]]] = {}  # owner -> (prefix, definition, suffix)
+
+    def _collect(self, parent: ast.AST) -> None:
+        for body in _bodies(parent):
+            for stmt in body:
+                if isinstance(stmt, _DEFS):
+                    first = min([stmt.lineno] + [d.lineno for d in stmt.decorator_list])
+                    starts = self.src.line_starts
+                    end = starts[stmt.end_lineno] if stmt.end_lineno < len(starts) else len(self.src.data)
+                    self.owners.append((starts[first - 1], end, stmt, body))
+                else:
+                    self._collect(stmt)
+
+    def _alone(self, text: bytes, indented: bool) -> Optional[ast.AST]:
+        """The one definition `text` parses to on its own (indented: as the body of an `if`). Parsed
+        as text, as the whole file is: bytes would obey a coding comment in its first two lines."""
+        try:
+            module = ast.parse(("if 1:\n" if indented else "") + text.decode("utf-8"))
+        except (SyntaxError, ValueError):  # UnicodeDecodeError included
+            return None
+        body = module.body[0].body if indented and module.body else module.body
+        return body[0] if len(body) == 1 and isinstance(body[0], _DEFS) else None
+
+    def _parts(self, owner: tuple[int, int, ast.AST, list[ast.stmt]]) -> Optional[tuple[str, str, str]]:
+        start, end, node, body = owner
+        if id(node) not in self.parts:
+            alone = self._alone(self.src.data[start:end], node.col_offset > 0)
+            definition = canonical_ast(node)
+            parts = None
+            if alone is not None and canonical_ast(alone) == definition:
+                i = body.index(node)
+                body[i] = _PLACEHOLDER
+                try:
+                    pieces = canonical_ast(self.tree).split(canonical_ast(_PLACEHOLDER))
+                finally:
+                    body[i] = node
+                if len(pieces) == 2:
+                    parts = (pieces[0], definition, pieces[1])
+            self.parts[id(node)] = parts
+        return self.parts[id(node)]
+
+    def canonical(self, mutation: Mutation, mutated: str) -> tuple[Optional[str], bool]:
+        """(canonical_ast of the mutated file or None where it does not parse, whether it is the
+        original's)."""
+        lo, hi = min(e[0] for e in mutation.edits), max(e[1] for e in mutation.edits)
+        for owner in self.owners:
+            start, end, node, _ = owner
+            if start <= lo and hi <= end:
+                parts = self._parts(owner)
+                if parts is None:
+                    break
+                delta = sum(len(text) - (e - s) for s, e, text in mutation.edits)
+                alone = self._alone(mutated.encode("utf-8")[start:end + delta], node.col_offset > 0)
+                if alone is None:
+                    break
+                definition = canonical_ast(alone)
+                return parts[0] + definition + parts[2], definition == parts[1]
+        canonical = _parsed_canonical(mutated)
+        if self.original is None:
+            self.original = canonical_ast(self.tree)
+        return canonical, canonical == self.original
+
+
 @dataclasses.dataclass(frozen=True)
 class Candidate:
     mutation: Mutation
@@ -372,9 +468,9 @@ def enumerate_mutations(path: str, source: str, operators: Sequence[str] = OPERA
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    original = canonical_ast(tree)
     src = _Source(source)
     ops = _Operators(src)
+    splicer = _Splicer(tree, src)
     out: list[Candidate] = []
     for site in _function_sites(tree):
         for name in operators:
@@ -383,13 +479,12 @@ def enumerate_mutations(path: str, source: str, operators: Sequence[str] = OPERA
                     continue
                 mutation = Mutation(path, site.function, name, line, description, edits)
                 mutated = mutation.apply(source)
-                try:
-                    canonical = canonical_ast(ast.parse(mutated))
-                except (SyntaxError, ValueError):
+                canonical, unchanged = splicer.canonical(mutation, mutated)
+                if canonical is None:
                     if on_drop:
                         on_drop("syntax_error", mutation)
                     continue
-                if canonical == original:
+                if unchanged:
                     if on_drop:
                         on_drop("no_change", mutation)
                     continue
