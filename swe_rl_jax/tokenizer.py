@@ -10,11 +10,15 @@ covers `response_ids` only.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
+from swe_rl_jax.files import replacing_dir
 
 Message = dict[str, str]
 
@@ -94,18 +98,56 @@ _GGUF_LOCK = threading.Lock()
 
 def _converted_gguf(file: Path) -> Any:
     """The tokenizer of a GGUF file, converted once per process and file version. transformers
-    parses the GGUF vocabulary in Python (about 4 s of CPU for SmolLM2's 49,152 tokens) and one
+    parses the GGUF vocabulary in Python (about 10 s of CPU for SmolLM2's 49,152 tokens) and one
     pipeline run loads the same file a dozen times (each eval, resolve, export); each caller gets
-    its own deep copy (0.2 s), as independent as a fresh load."""
-    from transformers import AutoTokenizer
-
+    its own deep copy (0.2 s), as independent as a fresh load. Across processes the conversion is
+    kept on disk (`converted_tokenizer_dir`)."""
     stat = file.stat()
     key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns)
     with _GGUF_LOCK:
         if key not in _GGUF_TOKENIZERS:
-            _GGUF_TOKENIZERS[key] = AutoTokenizer.from_pretrained(str(file.parent), gguf_file=file.name,
-                                                                  local_files_only=True)
+            _GGUF_TOKENIZERS[key] = _load_or_convert(file, key)
         return copy.deepcopy(_GGUF_TOKENIZERS[key])
+
+
+def cache_root() -> Path | None:
+    """Where this package keeps what it derives from local files between processes:
+    $SWE_RL_JAX_CACHE ("off": nowhere), else ~/.cache/swe_rl_jax (beside the harness's envs/)."""
+    chosen = os.environ.get("SWE_RL_JAX_CACHE", "")
+    if chosen == "off":
+        return None
+    return Path(chosen) if chosen else Path.home() / ".cache" / "swe_rl_jax"
+
+
+def converted_tokenizer_dir(key: tuple[str, int, int]) -> Path | None:
+    """The saved conversion of the GGUF file `key` (resolved path, size, mtime) by this transformers
+    version: another file, version or converter is another directory."""
+    import transformers
+
+    root = cache_root()
+    if root is None:
+        return None
+    digest = hashlib.sha256(json.dumps([*key, transformers.__version__]).encode()).hexdigest()[:24]
+    return root / "gguf_tokenizers" / digest
+
+
+def _load_or_convert(file: Path, key: tuple[str, int, int]) -> Any:
+    from transformers import AutoTokenizer
+
+    saved = converted_tokenizer_dir(key)
+    if saved is not None and (saved / "tokenizer.json").is_file():
+        try:
+            return AutoTokenizer.from_pretrained(str(saved), local_files_only=True)
+        except Exception:  # a damaged entry is converted again and replaced
+            pass
+    hf = AutoTokenizer.from_pretrained(str(file.parent), gguf_file=file.name, local_files_only=True)
+    if saved is not None:
+        try:
+            with replacing_dir(saved) as tmp:
+                hf.save_pretrained(str(tmp))
+        except OSError:  # an unwritable cache costs the next process the conversion, nothing else
+            pass
+    return hf
 
 
 def _eos_ids(hf: Any, path: Path) -> tuple[int, ...]:

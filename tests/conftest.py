@@ -23,6 +23,11 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="swe-rl-jax-xla-cache-")
     atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], True)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+# The package's own cache (converted GGUF tokenizers, swe_rl_jax.tokenizer.cache_root) likewise lives
+# for the session, shared with the processes it starts, and never in the user's ~/.cache.
+if "SWE_RL_JAX_CACHE" not in os.environ:
+    os.environ["SWE_RL_JAX_CACHE"] = tempfile.mkdtemp(prefix="swe-rl-jax-cache-")
+    atexit.register(shutil.rmtree, os.environ["SWE_RL_JAX_CACHE"], True)
 # Cheaper CPU code generation for the whole session and the processes it starts (jax reads this
 # when it is imported; XLA backend optimization level 0, expensive LLVM passes off): the suite's
 # programs are tiny and compiling them is most of its time (the RL packing tests: 116 s -> 73 s).

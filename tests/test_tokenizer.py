@@ -34,7 +34,7 @@ def test_missing_or_empty_directory(tmp_path):
         load_tokenizer(tmp_path)
 
 
-def test_a_gguf_tokenizer_is_converted_once_and_each_load_is_its_own_copy(monkeypatch):
+def test_a_gguf_tokenizer_is_converted_once_and_each_load_is_its_own_copy(monkeypatch, tmp_path):
     from transformers import AutoTokenizer
 
     import swe_rl_jax.tokenizer as tokenizer_module
@@ -45,9 +45,10 @@ def test_a_gguf_tokenizer_is_converted_once_and_each_load_is_its_own_copy(monkey
     conversions = []
     real = AutoTokenizer.from_pretrained
     monkeypatch.setattr(tokenizer_module, "_GGUF_TOKENIZERS", {})  # as in a fresh process
-    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda *a, **k: conversions.append(a) or real(*a, **k))
+    monkeypatch.setenv("SWE_RL_JAX_CACHE", str(tmp_path / "cache"))  # nothing saved yet
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda *a, **k: conversions.append(k) or real(*a, **k))
     first, second = load_tokenizer(path), load_tokenizer(path)
-    assert len(conversions) == 1 and first.hf is not second.hf
+    assert len(conversions) == 1 and "gguf_file" in conversions[0] and first.hf is not second.hf
     messages = [{"role": "user", "content": "Which file defines `parse_config`? src/config.py or src/cli.py"}]
     for tok in (first, second):
         assert tok.hf.get_vocab() == reference.get_vocab()
@@ -55,3 +56,13 @@ def test_a_gguf_tokenizer_is_converted_once_and_each_load_is_its_own_copy(monkey
             messages, add_generation_prompt=True, tokenize=True)["input_ids"])
     first.hf.add_tokens(["<probe-token>"])  # one caller's change reaches neither the other nor a later load
     assert len(second.hf) == len(load_tokenizer(path).hf) == len(reference) == len(first.hf) - 1
+    # A later process loads the conversion this one saved (no GGUF parse) and gets the same tokenizer.
+    monkeypatch.setattr(tokenizer_module, "_GGUF_TOKENIZERS", {})
+    conversions.clear()
+    later = load_tokenizer(path)
+    assert len(conversions) == 1 and "gguf_file" not in conversions[0]  # read from the saved directory
+    texts = ["def f(x):\n\treturn x  # ünïcode ✓ 中文", "  spaces\n\n\nand 😀\r\nCRLF", "<|im_start|>user\nhi<|im_end|>"]
+    assert later.hf.get_vocab() == reference.get_vocab() and later.hf.chat_template == reference.chat_template
+    assert [later.hf.encode(t) for t in texts] == [reference.encode(t) for t in texts]
+    assert later.encode_prompt(messages) == first.encode_prompt(messages)
+    assert (later.eos_ids, later.pad_id, later.assistant_start_ids) == (first.eos_ids, first.pad_id, first.assistant_start_ids)
