@@ -2,6 +2,7 @@
 mixed precision, and the loop's metrics, stop rules and writers (1 device)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jax
@@ -11,6 +12,7 @@ import optax
 import pytest
 
 from swe_rl_jax.models import ModelConfig, forward
+from swe_rl_jax.models.lora import LoraConfig
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.train import (
     LoopConfig,
@@ -140,6 +142,11 @@ def test_flop_count_and_mfu_by_hand():
     n = 2 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 64 + 2 * 32) + 32 + 32 * 64
     per_token = 6 * n + 12 * 2 * 4 * 8 * 12  # attention: 12 · layers · heads · head_dim · seq
     assert train_flops_per_token(CFG, 12) == per_token
+    # LoRA rank 2 on q and v: a frozen base gets no weight gradients (4·n), the adapters train (6·each);
+    # per layer q: A 32x2 + B 2x32, v: A 32x2 + B 2x16
+    adapters = 2 * (32 * 2 + 2 * 32 + 32 * 2 + 2 * 16)
+    lora_cfg = dataclasses.replace(CFG, lora=LoraConfig(rank=2, alpha=4.0, targets=("q_proj", "v_proj")))
+    assert train_flops_per_token(lora_cfg, 12) == 4 * n + 6 * adapters + 12 * 2 * 4 * 8 * 12
     assert mfu(1e12, 2.0, 4, 1e12) == pytest.approx(0.125)
     assert mfu(1e12, 2.0, 4, None) is None
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 GRPO_SHAPE = dict(seq=16384, batch=512)  # SWE-RL's GRPO step: 32 prompts x 16 samples, 16k rows
 SLICES = {"v5p": ("v5p-8", "v5p-16", "v5p-32", "v5p-64", "v5p-128"),  # 4 to 64 chips of 95 GiB
-          "v6e": ("v6e-4", "v6e-8", "v6e-16", "v6e-32", "v6e-64")}  # 4 to 64 chips of 32 GiB
+          "v6e": ("v6e-4", "v6e-8", "v6e-16", "v6e-32", "v6e-64", "v6e-128")}  # 4 to 128 chips of 32 GiB
 MODELS = ("qwen2.5-7b", "qwen2.5-32b")
 
 

@@ -25,12 +25,21 @@ def peak_flops_per_device(device_kind: Optional[str] = None) -> Optional[float]:
 def train_flops_per_token(config: ModelConfig, seq_len: int) -> float:
     """Forward+backward FLOPs per trained token: 6·N for the matmul weights (the input
     embedding is a lookup, so it counts only when tied to the output projection) plus
-    12·L·H·hd·S for the attention scores and values (full S×S, as the decoder computes it)."""
+    12·L·H·hd·S for the attention scores and values (full S×S, as the decoder computes it).
+    With LoRA (`config.lora`) the base is frozen: its weights get no gradient, so the backward
+    through them computes activation gradients only, 4·N in all, and the adapters add their own
+    6·N_adapters."""
     n = config.num_params()
     if not config.tie_word_embeddings:
         n -= config.vocab_size * config.hidden_size
     attention = 12 * config.num_layers * config.num_heads * config.head_dim_ * seq_len
-    return 6.0 * n + attention
+    if config.lora is None:
+        return 6.0 * n + attention
+    from swe_rl_jax.models import lora
+    from swe_rl_jax.models.params import param_specs
+
+    adapters = sum(math.prod(shape) for path, (shape, _) in param_specs(config).items() if lora.is_adapter(path))
+    return 4.0 * n + 6.0 * adapters + attention
 
 
 def mfu(flops: float, seconds: float, num_devices: int, peak_per_device: Optional[float]) -> Optional[float]:
