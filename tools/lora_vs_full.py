@@ -15,8 +15,9 @@ start) and the strongest trivial baseline of the run (from its results.json).
 
 The learning rate of LoRA is 10x full fine-tuning's by default: "LoRA without regret" (Thinking
 Machines, 2025) finds the optimal LoRA rate about 10x the full one across model sizes; nothing
-here was tuned on these records. A seed already judged (DIR/<mode>_s<seed>/judged.json) is not run
-again; DIR/lora_vs_full.json and .md are rewritten after every run.
+here was tuned on these records. A seed and mode already in DIR/lora_vs_full.json is not run again
+(runs made apart, e.g. side by side, are merged by putting their entries into one such file);
+DIR/lora_vs_full.json and .md are rewritten after every run.
 """
 from __future__ import annotations
 
@@ -103,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
                 export=True, progress=False, optimizer=dataclasses.replace(config.rl.optimizer, lr=lr),
                 execution=execution_config(config, instances, run / "repos")))
             seconds = time.perf_counter() - t
+            if not rl["finished"]:  # stopped by a signal: the checkpoint stays, a rerun goes on from it
+                print(f"{key}: RL stopped at step {rl['steps']} of {config.rl.num_steps}; run again to go on",
+                      file=sys.stderr)
+                return 130
             trained = dataclasses.replace(sft_model, checkpoint=rl["export_dir"])
             results[key] = {"seed": seed, "mode": mode, "lr": lr, "rl_seconds": round(seconds, 1),
                             "heldout_first": rl.get("heldout_first", {}),
