@@ -127,6 +127,12 @@ def write_text_atomic(path: "str | os.PathLike[str]", text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def user_cache_home() -> Path:
+    """The default home of what this package caches for a user between runs (the harness's
+    environments, converted tokenizers): ~/.cache/swe_rl_jax; each cache has its own variable to move it."""
+    return Path.home() / ".cache" / "swe_rl_jax"
+
+
 @contextlib.contextmanager
 def replacing_dir(path: "str | os.PathLike[str]") -> Iterator[Path]:
     """Yields an empty temporary directory beside `path`; when the block ends without an exception,

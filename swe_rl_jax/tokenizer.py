@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from swe_rl_jax.files import replacing_dir
+from swe_rl_jax.files import replacing_dir, user_cache_home
 
 Message = dict[str, str]
 
@@ -116,7 +116,7 @@ def cache_root() -> Path | None:
     chosen = os.environ.get("SWE_RL_JAX_CACHE", "")
     if chosen == "off":
         return None
-    return Path(chosen) if chosen else Path.home() / ".cache" / "swe_rl_jax"
+    return Path(chosen) if chosen else user_cache_home()
 
 
 def converted_tokenizer_dir(key: tuple[str, int, int]) -> Path | None:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from swe_rl_jax.config import require
-from swe_rl_jax.files import absolute
+from swe_rl_jax.files import absolute, user_cache_home
 from swe_rl_jax.harness.specs import EnvironmentSpec
 
 READY_MARKER = ".swe_rl_jax_ready"
@@ -53,7 +53,7 @@ _VERSIONED = re.compile(r"^python(\d+)\.(\d+)$")
 
 
 def default_cache_dir() -> str:
-    return os.environ.get("SWE_RL_JAX_ENV_CACHE") or str(Path.home() / ".cache" / "swe_rl_jax" / "envs")
+    return os.environ.get("SWE_RL_JAX_ENV_CACHE") or str(user_cache_home() / "envs")
 
 
 @dataclasses.dataclass(frozen=True)
