@@ -14,20 +14,26 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The suite runs on CPU: never start the TPU runtime that the installed libtpu offers (it logs
 # errors and costs time in every process; child processes inherit this).
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def _session_dir(variable: str, prefix: str) -> None:
+    """`variable` names a fresh directory for this session (removed at its end) unless already set;
+    the processes the tests start inherit it."""
+    if variable not in os.environ:
+        os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
+        atexit.register(shutil.rmtree, os.environ[variable], True)
+
+
 # One persistent XLA compilation cache per test session, shared with the processes the tests start:
 # every CLI run, trainer and engine traces its programs anew, and the same tiny programs compile
 # again and again (the main job's evaluations, resumed runs). Each program is compiled once; a
 # cached executable is the one XLA compiled (same HLO, same options), so no result changes.
 # min compile time 0: under load the tiny programs' compiles fall below jax's 1 s default.
-if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="swe-rl-jax-xla-cache-")
-    atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], True)
+_session_dir("JAX_COMPILATION_CACHE_DIR", "swe-rl-jax-xla-cache-")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # The package's own cache (converted GGUF tokenizers, swe_rl_jax.tokenizer.cache_root) likewise lives
 # for the session, shared with the processes it starts, and never in the user's ~/.cache.
-if "SWE_RL_JAX_CACHE" not in os.environ:
-    os.environ["SWE_RL_JAX_CACHE"] = tempfile.mkdtemp(prefix="swe-rl-jax-cache-")
-    atexit.register(shutil.rmtree, os.environ["SWE_RL_JAX_CACHE"], True)
+_session_dir("SWE_RL_JAX_CACHE", "swe-rl-jax-cache-")
 # Cheaper CPU code generation for the whole session and the processes it starts (jax reads this
 # when it is imported; XLA backend optimization level 0, expensive LLVM passes off): the suite's
 # programs are tiny and compiling them is most of its time (the RL packing tests: 116 s -> 73 s).

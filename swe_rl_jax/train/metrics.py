@@ -10,7 +10,9 @@ from typing import Any, Mapping, Optional
 
 import jax
 
+from swe_rl_jax.models import lora
 from swe_rl_jax.models.config import ModelConfig
+from swe_rl_jax.models.params import param_specs
 from swe_rl_jax.plan.chips import chip_of_kind
 
 def peak_flops_per_device(device_kind: Optional[str] = None) -> Optional[float]:
@@ -35,9 +37,6 @@ def train_flops_per_token(config: ModelConfig, seq_len: int) -> float:
     attention = 12 * config.num_layers * config.num_heads * config.head_dim_ * seq_len
     if config.lora is None:
         return 6.0 * n + attention
-    from swe_rl_jax.models import lora
-    from swe_rl_jax.models.params import param_specs
-
     adapters = sum(math.prod(shape) for path, (shape, _) in param_specs(config).items() if lora.is_adapter(path))
     return 4.0 * n + 6.0 * adapters + attention
 
