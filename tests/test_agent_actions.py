@@ -61,6 +61,49 @@ def test_zero_or_several_blocks_are_a_format_error(text, found):
     assert f"`echo {MARKER}`" in error.message  # and how to submit
 
 
+def test_bash_turns_read_as_mini_swe_agents_regex_reads_them():
+    """The reference is mini-swe-agent 2.4's own findall (models/litellm_textbased_model.py), on
+    random texts built from fences, newlines and backticks."""
+    import random
+    import re
+
+    rng = random.Random(0)
+    pieces = ["```mswea_bash_command", "```bash", "\n", "```", " ", "ls", "\r\n", "`", "x\n```\n"]
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        found = [b.strip() for b in re.findall(r"```(?:mswea_bash_command)\s*\n(.*?)\n```", text, re.DOTALL)]
+        got = parse_bash_turn(text)
+        if len(found) == 1:
+            assert got == BashAction(found[0]), text
+        else:
+            assert isinstance(got, FormatError) and f"found {len(found)}." in got.message, text
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_a_turn_of_unclosed_fences_is_read_in_linear_time(closed):
+    """A model can write a few hundred KB of openers none of which closes: the plain regex retries
+    from each one to the end of the text (66 s for 432 KB, measured). The parser must answer within
+    seconds, with the regex's answer: no block, or with a closing fence at the end, one."""
+    import signal
+
+    text = "```mswea_bash_command \nx`` " * 16000 + ("\n```" if closed else "")
+
+    def too_slow(*_):
+        raise TimeoutError("parse_bash_turn is not linear in the text")
+
+    previous = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(20)
+    try:
+        got = parse_bash_turn(text)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    if closed:
+        assert got == BashAction(text[len("```mswea_bash_command \n"):-len("\n```")].strip())
+    else:
+        assert isinstance(got, FormatError) and "found 0." in got.message
+
+
 def test_fence_languages_are_a_parameter():
     both = ("mswea_bash_command", "bash")
     assert parse_bash_turn("```bash\nls\n```", languages=both) == BashAction("ls")
