@@ -206,6 +206,13 @@ EDITOR = "str_replace_editor"
     ('<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}', "not closed with </tool_call>"),
     ('<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}\n</tool_call>', "not valid JSON"),
     ("<tool_call>" + "[" * 100_000 + "</tool_call>", "nests too deeply"),
+    # json.loads alone keeps the last of repeated keys (other readers the first) and raises a bare
+    # ValueError on an integer of over 4,300 digits
+    ('<tool_call>{"name": "bash", "arguments": {"command": "ls", "command": "rm -rf /"}}</tool_call>',
+     'repeats the key "command"'),
+    ('<tool_call>{"name": "bash", "name": "bash", "arguments": {"command": "ls"}}</tool_call>', 'repeats the key "name"'),
+    (_call("str_replace_editor", {"command": "insert", "path": "a.py", "new_str": "x"}).replace(
+        '"new_str"', '"insert_line": ' + "9" * 5000 + ', "new_str"'), "cannot be read"),
     ("<tool_call>\n[1, 2]\n</tool_call>", 'exactly the keys "name" and "arguments"'),
     ('<tool_call>\n{"name": "bash", "parameters": {"command": "ls"}}\n</tool_call>', 'exactly the keys'),
     (_call("python", {"code": "1"}), 'unknown tool "python"; the tools are bash, str_replace_editor'),

@@ -205,6 +205,18 @@ def _arguments_problem(tool: str, arguments: dict[str, Any]) -> str | None:
     return None
 
 
+class _RepeatedKey(Exception):
+    pass
+
+
+def _object_without_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    repeated = next((key for key in keys if keys.count(key) > 1), None)
+    if repeated is not None:
+        raise _RepeatedKey(repeated)
+    return dict(pairs)
+
+
 def _tool_error(problem: str) -> FormatError:
     return FormatError(f"Tool call error: {problem}. Reply with exactly one tool call: "
                        '<tool_call>{"name": <tool name>, "arguments": <arguments object>}</tool_call>')
@@ -224,9 +236,13 @@ def parse_tool_turn(text: str) -> Action | FormatError:
     if block is None:
         return _tool_error("the <tool_call> block is not closed with </tool_call>")
     try:
-        call = json.loads(block.group(1))
+        call = json.loads(block.group(1), object_pairs_hook=_object_without_repeats)
+    except _RepeatedKey as e:  # {"command": "ls", "command": "rm -rf /"}: readers differ on which counts
+        return _tool_error(f"the tool call repeats the key {json.dumps(str(e))}")
     except json.JSONDecodeError as e:
         return _tool_error(f"the tool call is not valid JSON ({e})")
+    except ValueError as e:  # an integer past Python's 4,300 digits
+        return _tool_error(f"the tool call holds a value that cannot be read ({e})")
     except RecursionError:  # json's decoder gives up on deep nesting ("[[[[...")
         return _tool_error("the tool call nests too deeply to be read")
     if not isinstance(call, dict) or set(call) != {"name", "arguments"}:
