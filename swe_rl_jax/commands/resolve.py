@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                                       "(default: the in-process sampler on model.checkpoint)")
     p.add_argument("--served-model", help="the model name the endpoint serves (required with --endpoint)")
     p.add_argument("--shard", help="I/N: resolve the I-th (0-based) of N contiguous slices of the instances")
+    p.add_argument("--scaffold", choices=("agentless", "agent"),
+                   help="agentless (default): the localization and repair stages; agent: one multi-turn episode per "
+                        "instance in the sandbox (docs/AGENT.md; settings under agent.*)")
     p.add_argument("--config", default=None, help="YAML config (ResolveConfig)")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. agentless.num_samples=8")
     return p
@@ -61,7 +64,7 @@ def parse_args(argv: Sequence[str]) -> ResolveConfig:
     endpoint = [f"endpoint.base_url={args.endpoint}", f"endpoint.model={args.served_model}"] if args.endpoint else []
     config = load_config(ResolveConfig, args.config, [*args.overrides, *endpoint])
     flags = {k: v for k, v in (("instances", args.instances), ("repos", args.repos), ("out", args.out),
-                               ("shard", args.shard)) if v}
+                               ("shard", args.shard), ("scaffold", args.scaffold)) if v}
     config = dataclasses.replace(config, **flags)
     require(bool(config.instances), "instances", "is required (--instances FILE)")
     require(bool(config.repos), "repos", "is required (--repos DIR)")

@@ -78,6 +78,7 @@ Isolation = Literal["auto", "bwrap", "namespaces", "none"]
 ISOLATION_MODES: tuple[str, ...] = ("auto", "bwrap", "namespaces", "none")
 NOBODY_UID = 65534
 _MAX_OUTPUT_CHARS = 4 << 20  # what is kept of a run's output (its end: pytest's summary is last)
+_HEAD_CHARS = 16384  # and of its start, when the end does not hold it (an agent's observation shows both)
 WALL_FACTOR = 3.0  # the default wall-clock backstop, in units of the CPU-time limit
 _POLL_S = 0.25  # how often a running command's CPU time is read
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -177,6 +178,8 @@ class ProcessResult:
     output: str  # stdout and stderr interleaved; the last _MAX_OUTPUT_CHARS characters
     isolation: str
     cpu_seconds: float = 0.0  # of all its processes, as last read while it ran
+    output_chars: int = 0  # how long the whole output was (bytes; `output` holds its end)
+    output_head: str = ""  # its first _HEAD_CHARS when `output` does not hold the start
 
 
 def _tools_present(*names: str) -> bool:
@@ -541,7 +544,11 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str,
         if _STOPPING.is_set():
             raise RunInterrupted("interrupted")
         size = log.seek(0, os.SEEK_END)
+        head = ""
+        if size > _MAX_OUTPUT_CHARS:
+            log.seek(0)
+            head = log.read(_HEAD_CHARS).decode("utf-8", "replace")
         log.seek(max(0, size - _MAX_OUTPUT_CHARS))
         output = log.read().decode("utf-8", "replace")
     return ProcessResult(None if timed_out else proc.returncode, timed_out, time.perf_counter() - start, output,
-                         isolation, cpu)
+                         isolation, cpu, size, head)

@@ -52,3 +52,27 @@ def snapshot(root: Path, skip: frozenset[str] = frozenset({".git"})) -> dict[str
 def changed_paths(before: dict[str, State], after: dict[str, State]) -> list[str]:
     """Paths created, removed or changed between two snapshots, sorted."""
     return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+
+
+def read_file(root: Path, path: str, max_bytes: int) -> bytes:
+    """The bytes of the regular file `path` under `root`, every component opened without following
+    links (ValueError when one is a link or not what it must be, or the file is over `max_bytes`)."""
+    *dirs, name = path.split("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for part in dirs:
+            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    except OSError as e:
+        raise ValueError(f"{path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    with os.fdopen(file_fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{path}: not a regular file")
+        if info.st_size > max_bytes:
+            raise ValueError(f"{path}: {info.st_size} bytes, over {max_bytes}")
+        return handle.read(max_bytes + 1)[:max_bytes]

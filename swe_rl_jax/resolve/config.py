@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
+from swe_rl_jax.agent.config import AgentConfig
 from swe_rl_jax.config import require
 from swe_rl_jax.parallel import MeshConfig
 from swe_rl_jax.policies.config import PolicyConfig
@@ -68,6 +69,10 @@ class ResolveConfig:
     # (selection.py); majority without verification is the plain vote.
     selection: RuleName = "majority"
     verification: VerificationConfig = field(default_factory=VerificationConfig)
+    # agentless: the stages above; agent: one multi-turn episode per instance in the sandbox
+    # (`agent`, docs/AGENT.md), its trajectories in `trace_out` (default <out stem>.trajectories.jsonl).
+    scaffold: Literal["agentless", "agent"] = "agentless"
+    agent: AgentConfig = field(default_factory=AgentConfig)
 
     def __post_init__(self) -> None:
         require(self.max_prompt_tokens > 0, "max_prompt_tokens", "must be > 0")
@@ -83,6 +88,8 @@ class ResolveConfig:
         unknown = sorted(set(self.greedy_first) - set(STAGES))
         require(not unknown, "greedy_first", f"unknown stage(s) {unknown}; stages: {', '.join(STAGES)}")
         require(not (self.endpoint and self.answers), "answers", "give an endpoint or recorded answers, not both")
+        require(self.scaffold == "agentless" or not (self.verification.enabled or self.selection != "majority"),
+                "scaffold", "agent: the verification stage and selection rules are Agentless's; leave them off")
         # A stage asked for that cannot run is an error, not 0 runs: the scripts come from the
         # reproduction stage.
         require(not self.verification.reproduction or self.agentless.reproduction_samples > 0,

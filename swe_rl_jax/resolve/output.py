@@ -98,14 +98,21 @@ def write_predictions(path: Path, model_name: str, patches: Sequence[tuple[str, 
     _write_rows(path, [_prediction(i, model_name, p) for i, p in patches])
 
 
+def append_rows(out: Path, trace: Path, model_name: str, rows: Sequence[tuple[dict[str, Any], str, str]]) -> None:
+    """Appends finished instances' rows, (trace row, instance id, patch) each: trace rows, then
+    prediction rows (module docstring)."""
+    with trace.open("a", encoding="utf-8") as f:
+        f.writelines(_line(row) for row, _, _ in rows)
+    with out.open("a", encoding="utf-8") as f:
+        f.writelines(_line(_prediction(instance_id, model_name, patch)) for _, instance_id, patch in rows)
+
+
 class Outputs:
-    """Appends the rows of finished instances: trace rows, then prediction rows."""
+    """Appends the rows of finished instances (`append_rows`)."""
 
     def __init__(self, out: Path, trace: Path, model_name: str):
         self.out, self.trace, self.model_name = out, trace, model_name
 
     def write(self, resolutions: Sequence[Any]) -> None:
-        with self.trace.open("a", encoding="utf-8") as f:
-            f.writelines(_line({**r.trace(), **r.verified}) for r in resolutions)
-        with self.out.open("a", encoding="utf-8") as f:
-            f.writelines(_line(_prediction(r.instance_id, self.model_name, r.patch)) for r in resolutions)
+        append_rows(self.out, self.trace, self.model_name,
+                    [({**r.trace(), **r.verified}, r.instance_id, r.patch) for r in resolutions])

@@ -72,8 +72,8 @@ def checked_files(config: ResolveConfig) -> ResolveConfig:
     repos = input_dir(config.repos, "--repos")
     answers = input_file(config.answers, "answers") if config.answers else None
     out = output_file(config.out, "--out", (instances, answers))
-    trace = output_file(config.trace_out or out.with_name(out.stem + ".trace.jsonl"), "trace_out",
-                        (instances, answers, out))
+    suffix = ".trajectories.jsonl" if config.scaffold == "agent" else ".trace.jsonl"
+    trace = output_file(config.trace_out or out.with_name(out.stem + suffix), "trace_out", (instances, answers, out))
     if config.verification.enabled:  # the test cache is written too: never over the run's other files
         output_file(_cache_path(config, out), "verification.cache", (instances, answers, out, trace))
     return dataclasses.replace(config, instances=str(instances), repos=str(repos), answers=str(answers or ""),
@@ -126,6 +126,10 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
 
     config = checked_files(config)
     instances = select_instances(config)
+    if config.scaffold == "agent":
+        from swe_rl_jax.resolve.agent_scaffold import run_agent_scaffold
+
+        return run_agent_scaffold(config, instances, policy)
     locator = RepoLocator(config.repos)
     locator.require_some(i.repo for i in instances)
     out, trace = Path(config.out), Path(config.trace_out)

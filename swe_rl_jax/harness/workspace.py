@@ -1,0 +1,148 @@
+"""A work tree that stays open for many sandboxed commands: the environment of the agent (agent/).
+
+    with Workspace.open(repo_dir, base_commit, env, spec, isolation=..., work_dir=...) as ws:
+        result = ws.run("grep -rn parse_duration .", Limits(timeout_s=60))
+        patch = ws.diff()      # the tree against the base commit, as `git add -A && git diff --cached`
+
+Set-up is a test run's (runner.py) without the instance's test patch: a fresh checkout whose history
+ends at the base commit (checkout.py), the sandbox handed to a user of its own for the whole
+workspace (sandbox.sandbox_user), the install steps run and checked. Then each `run` is one
+`bash -c` in the sandbox (sandbox.run_isolated): its own PID namespace, so files persist between
+commands and processes do not; limits per command.
+
+The diff is computed by root without running anything in the agent's tree: the tree is the sandbox
+user's, and so is its `.git` (configuration, hooks, attributes, index, refs, replace refs: a `git
+diff` there runs what the agent chose and says what it likes). The files that changed since the set-up
+(treestate.py: read without following links; nested `.git` directories left out) are copied into a
+fresh checkout of the base commit that root made and nothing else touched, and git runs there
+without system or user configuration. What the agent did to the tree's git can only change its own
+diff, which it controls anyway; the judge applies that diff to a fresh checkout (runner.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator, Mapping, Optional
+
+from swe_rl_jax.harness.checkout import CheckoutError, checkout, git
+from swe_rl_jax.harness.environments import Environment, EnvironmentOptions
+from swe_rl_jax.harness.runner import _in_sandbox, _install, _prepare, _Prepared, _scratch
+from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, isolation_mode, sandbox_user
+from swe_rl_jax.harness.specs import RepoSpec
+from swe_rl_jax.harness.treestate import State, changed_paths, read_file, snapshot
+
+MAX_DIFF_BYTES = 32 << 20  # the changed files' bytes a diff reads at most
+
+
+class WorkspaceError(RuntimeError):
+    """The workspace could not be made (`kind`: checkout_failed, install_failed, tampered) or its diff
+    not computed (`kind`: diff_failed)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _writable_parents(root: Path, path: str) -> Path:
+    """`root / path`'s directory, made of real directories: whatever else is on the way (a link, a
+    file) is removed first. `root` is root's own tree, so nothing moves while this runs."""
+    current = root
+    for part in path.split("/")[:-1]:
+        current = current / part
+        if current.is_symlink() or (current.exists() and not current.is_dir()):
+            current.unlink()
+        if not current.exists():
+            current.mkdir()
+    return current
+
+
+def _remove(target: Path) -> None:
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.is_dir():
+        shutil.rmtree(target)
+
+
+def copy_changes(source: Path, after: Mapping[str, State], changed: list[str], target: Path,
+                 max_bytes: int = MAX_DIFF_BYTES) -> None:
+    """Makes `target` hold `source`'s state (`after`) at the `changed` paths: files copied with their
+    executable bit, links made with their target text (never followed), the rest removed."""
+    total = 0
+    for path in changed:
+        kind = after.get(path, ("",))[0]
+        dest = _writable_parents(target, path) / path.rsplit("/", 1)[-1]
+        _remove(dest)
+        if kind == "file":
+            data = read_file(source, path, max_bytes - total)
+            total += len(data)
+            dest.write_bytes(data)
+            dest.chmod(0o755 if after[path][1] & 0o111 else 0o644)
+        elif kind == "link":
+            os.symlink(after[path][2], dest)
+
+
+class Workspace:
+    """An open work tree and its sandbox (module docstring). Use `Workspace.open` as a context manager."""
+
+    def __init__(self, prepared: _Prepared, spec: RepoSpec, repo_dir: Path, commit: str, store_root: Path,
+                 env_vars: Mapping[str, str]):
+        self._run, self._spec, self._repo_dir, self._commit = prepared, spec, repo_dir, commit
+        self._store_root, self._env_vars = store_root, dict(env_vars)
+        self._baseline = snapshot(prepared.worktree)
+        self._diffs = 0
+
+    @property
+    def worktree(self) -> Path:
+        return self._run.worktree
+
+    @property
+    def isolation(self) -> str:
+        return self._run.isolation
+
+    @classmethod
+    @contextlib.contextmanager
+    def open(cls, repo_dir: Path, commit: str, env: Environment, spec: RepoSpec = RepoSpec(), *,
+             isolation: Isolation = "auto", work_dir: Optional[Path] = None, history_root: Optional[Path] = None,
+             install_limits: Limits = Limits(), install_timeout_s: float = EnvironmentOptions.build_timeout_s,
+             env_vars: Mapping[str, str] = {}) -> Iterator["Workspace"]:
+        """The workspace of `commit` of `repo_dir` in `env` (WorkspaceError when it cannot be made);
+        removed, with everything its commands left, on exit. `env_vars`: set for every command
+        (over the test run's environment, runner._test_env)."""
+        mode = isolation_mode(isolation)
+        scratch = _scratch(work_dir)
+        with contextlib.ExitStack() as stack:
+            stack.callback(shutil.rmtree, scratch, ignore_errors=True)
+            store_root = history_root or scratch / "history"
+            prepared = _prepare(scratch, Path(repo_dir), commit, "", env, spec, "", [], mode, store_root)
+            if prepared.error:
+                raise WorkspaceError(prepared.error, prepared.message)
+            prepared.uid = stack.enter_context(sandbox_user(mode))
+            _install(prepared, spec, install_limits, install_timeout_s, [])
+            if prepared.error:
+                raise WorkspaceError(prepared.error, prepared.message)
+            yield cls(prepared, spec, Path(repo_dir), commit, store_root, env_vars)
+
+    def run(self, command: str, limits: Limits) -> ProcessResult:
+        """`bash -c command` in the work tree, in the sandbox, under `limits`."""
+        return _in_sandbox(["bash", "-c", command], self._run, self._spec, limits, self._env_vars)
+
+    def diff(self, max_bytes: int = MAX_DIFF_BYTES) -> str:
+        """The work tree against the base commit as `git add -A && git diff --cached` shows it (module
+        docstring). WorkspaceError(diff_failed) when the changed files hold more than `max_bytes`."""
+        after = snapshot(self._run.worktree)
+        changed = [p for p in changed_paths(self._baseline, after) if ".git" not in p.split("/")]
+        self._diffs += 1
+        clean = self._run.scratch / f"diff-{self._diffs}"
+        try:
+            checkout(self._repo_dir, self._commit, clean, self._store_root)
+            copy_changes(self._run.worktree, after, changed, clean, max_bytes)
+            git(clean, "add", "-A")
+            return git(clean, "diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames")
+        except (ValueError, OSError, CheckoutError, RuntimeError) as e:
+            raise WorkspaceError("diff_failed", str(e)) from None
+        finally:
+            shutil.rmtree(clean, ignore_errors=True)
+
+

@@ -1,0 +1,134 @@
+"""`resolve --scaffold agent`: one agent episode per instance (agent/) instead of the Agentless stages.
+
+The instances, shards, resume and policy are `resolve`'s (resolve/run.py). Each episode's patch is
+the work tree's diff at its submission ("" for an episode that did not submit); the predictions go to
+`--out` for `evaluate`, the trajectories (agent/episode.py) to `<out stem>.trajectories.jsonl` (or
+`trace_out`). Rows are written in input order as the episodes finish (an episode that ends before an
+earlier one waits for it), so a killed run's files are a prefix of an uninterrupted run's and a
+rerun resumes after it.
+"""
+from __future__ import annotations
+
+import collections
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from swe_rl_jax.agent.driver import EpisodeJob, run_episodes
+from swe_rl_jax.agent.environment import AgentEnvironment
+from swe_rl_jax.agent.episode import Episode
+from swe_rl_jax.data.sources import Instance, RepoLocator
+from swe_rl_jax.files import output_dir
+from swe_rl_jax.harness.environments import EnvironmentOptions
+from swe_rl_jax.harness.evaluation import HarnessOptions, evaluate_instance
+from swe_rl_jax.harness.sandbox import Limits, check_work_dir, isolation_mode
+from swe_rl_jax.harness.specs import load_specs, spec_for
+from swe_rl_jax.policies import Policy
+from swe_rl_jax.resolve.config import ResolveConfig
+from swe_rl_jax.resolve.output import append_rows, resume
+
+
+class _InOrder:
+    """Writes finished episodes' rows in input order (module docstring)."""
+
+    def __init__(self, out: Path, trace: Path, model_name: str):
+        self.out, self.trace, self.model_name = out, trace, model_name
+        self.finished: dict[int, Episode] = {}
+        self.next = 0
+
+    def add(self, index: int, episode: Episode) -> None:
+        self.finished[index] = episode
+        rows = []
+        while self.next in self.finished:
+            rows.append(self.finished.pop(self.next))
+            self.next += 1
+        if rows:
+            append_rows(self.out, self.trace, self.model_name, [(ep.to_json(), ep.instance_id, ep.patch) for ep in rows])
+
+
+def _judge(config: ResolveConfig, locator: RepoLocator, specs: Any, env_options: EnvironmentOptions,
+           work_dir: Path):
+    agent = config.agent
+    options = HarnessOptions(workers=1, limits=Limits(timeout_s=agent.judge_timeout_s), env=env_options,
+                             isolation=agent.isolation, work_dir=str(work_dir))
+    isolation = isolation_mode(agent.isolation)
+
+    def judge(instance: Instance, patch: str) -> dict[str, Any]:
+        record = evaluate_instance(instance, patch, locator.find(instance.repo), spec_for(instance, specs), options,
+                                   isolation)
+        return {k: record[k] for k in ("resolved", "resolution_status", "error", "message", "tests_status")}
+
+    return judge
+
+
+def run_agent_scaffold(config: ResolveConfig, instances: list[Instance], policy: Optional[Policy] = None) -> dict[str, Any]:
+    """The agent scaffold's run on `instances` (checked, this shard's); returns the summary."""
+    from tqdm import tqdm
+
+    agent = config.agent
+    out, trace = Path(config.out), Path(config.trace_out)
+    name = config.name()
+    locator = RepoLocator(config.repos)
+    locator.require_some(i.repo for i in instances)
+    # Checked before the model loads: the spec file, the sandbox, the directories.
+    specs = load_specs(agent.specs, "agent.specs") if agent.specs else {}
+    isolation = isolation_mode(agent.isolation)
+    env_options = EnvironmentOptions(cache_dir=str(output_dir(agent.env_cache, "agent.env_cache"))
+                                     if agent.env_cache else "")
+    work_dir = output_dir(agent.work_dir, "agent.work_dir") if agent.work_dir else Path(tempfile.gettempdir())
+    work_dir.mkdir(parents=True, exist_ok=True)
+    check_work_dir(work_dir, isolation)
+    done = resume(out, trace, name)
+    pending = [i for i in instances if i.instance_id not in done]
+    resumed = len(instances) - len(pending)
+    if resumed:
+        print(f"resume: {resumed} of {len(instances)} instances already in {out}; {len(pending)} to go",
+              file=sys.stderr)
+    begin = time.perf_counter()
+    episodes: list[Episode] = []
+    if pending:
+        batched = config.endpoint is None
+        if policy is None:
+            from swe_rl_jax.policies.config import make_policy
+
+            policy = make_policy(config.policy(), config.rollout, config.mesh, config.max_prompt_tokens)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        writer = _InOrder(out, trace, name)
+        judge = _judge(config, locator, specs, env_options, work_dir) if agent.judge else None
+        with tqdm(total=len(pending), desc="agent", unit="episode", file=sys.stderr,
+                  disable=not config.progress) as bar:
+            def on_done(index: int, episode: Episode) -> None:
+                writer.add(index, episode)
+                bar.update(1)
+
+            episodes = run_episodes(
+                [EpisodeJob(i) for i in pending], policy, agent,
+                lambda: AgentEnvironment(agent, locator, specs, env_options, work_dir),
+                seed=config.seed, batched=batched, judge=judge, on_done=on_done)
+    return _summary(instances, resumed, episodes, time.perf_counter() - begin, out, trace)
+
+
+def _summary(instances: list[Instance], resumed: int, episodes: list[Episode], seconds: float, out: Path,
+             trace: Path) -> dict[str, Any]:
+    turns = sum(len(ep.turns) for ep in episodes)
+    verdicts = [ep.verdict for ep in episodes if ep.verdict is not None]
+    return {
+        "scaffold": "agent",
+        "instances": len(instances),
+        "resumed": resumed,
+        "instances_done_this_run": len(episodes),
+        "with_patch": sum(bool(ep.patch.strip()) for ep in episodes),
+        "exit_status": dict(sorted(collections.Counter(ep.exit_status for ep in episodes).items())),
+        "turns": turns,
+        "format_errors": sum(ep.format_errors for ep in episodes),
+        "timed_out_commands": sum(ep.to_json()["counts"]["timed_out_commands"] for ep in episodes),
+        "policy_seconds_per_turn": round(sum(ep.seconds["policy"] for ep in episodes) / turns, 3) if turns else 0.0,
+        "command_seconds_per_turn": round(sum(ep.seconds["commands"] for ep in episodes) / turns, 3) if turns else 0.0,
+        **({"judged": len(verdicts), "resolved": sum(bool(v["resolved"]) for v in verdicts)} if verdicts else {}),
+        "seconds": seconds,
+        "predictions": str(out),
+        "trajectories": str(trace),
+    }
