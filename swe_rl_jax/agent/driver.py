@@ -181,8 +181,9 @@ def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig
                     else:
                         log.error("%s: %s", ep.instance_id, traceback.format_exc())
                         status, message = "internal_error", f"{type(e).__name__}: {e}"
-                    if kind == "finish":  # the submission's diff or verdict failed: no patch
-                        ep.exit_status, ep.error, ep.patch = status, message, ""
+                    if kind == "finish":  # the submission's diff (the agent's doing) or verdict failed: no patch
+                        ep.exit_status, ep.error, ep.patch = "diff_failed" if status == "setup_error" else status, \
+                            message, ""
                         closed(k)
                     else:
                         ep.end(status, message)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from typing import Sequence
 
 from swe_rl_jax.config import load_config, require
@@ -74,4 +75,7 @@ def parse_args(argv: Sequence[str]) -> ResolveConfig:
 def main(argv: list[str]) -> int:
     summary = run_resolve(parse_args(argv))  # bad input: InputError, one line and exit 2 (cli.py)
     print(json.dumps(summary, indent=2, sort_keys=True))
+    if summary.get("setup_failure"):  # the agent scaffold: nothing was measured
+        print(f"error: {summary['setup_failure']}", file=sys.stderr)
+        return 1
     return 0

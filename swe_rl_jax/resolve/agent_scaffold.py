@@ -5,7 +5,9 @@ the work tree's diff at its submission ("" for an episode that did not submit); 
 `--out` for `evaluate`, the trajectories (agent/episode.py) to `<out stem>.trajectories.jsonl` (or
 `trace_out`). Rows are written in input order as the episodes finish (an episode that ends before an
 earlier one waits for it), so a killed run's files are a prefix of an uninterrupted run's and a
-rerun resumes after it.
+rerun resumes after it. An episode whose work tree could not be made (exit_status setup_error: a
+clone or environment missing) is counted, not written, so a rerun tries it again; when every
+episode of the run failed so, the summary's `setup_failure` says why and the command exits 1.
 """
 from __future__ import annotations
 
@@ -44,8 +46,9 @@ class _InOrder:
         while self.next in self.finished:
             rows.append(self.finished.pop(self.next))
             self.next += 1
-        if rows:
-            append_rows(self.out, self.trace, self.model_name, [(ep.to_json(), ep.instance_id, ep.patch) for ep in rows])
+        kept = [ep for ep in rows if ep.exit_status != "setup_error"]
+        if kept:
+            append_rows(self.out, self.trace, self.model_name, [(ep.to_json(), ep.instance_id, ep.patch) for ep in kept])
 
 
 def _judge(config: ResolveConfig, locator: RepoLocator, specs: Any, env_options: EnvironmentOptions,
@@ -115,7 +118,13 @@ def _summary(instances: list[Instance], resumed: int, episodes: list[Episode], s
              trace: Path) -> dict[str, Any]:
     turns = sum(len(ep.turns) for ep in episodes)
     verdicts = [ep.verdict for ep in episodes if ep.verdict is not None]
+    failed = [ep for ep in episodes if ep.exit_status == "setup_error"]
     return {
+        # One line when every episode of this run failed in the harness's set-up: nothing was measured.
+        "setup_failure": (f"every episode failed in the harness's set-up, e.g. {failed[0].instance_id}: "
+                          f"{' '.join(failed[0].error.split())[:300]}") if episodes and len(failed) == len(episodes)
+        else None,
+        "not_kept_setup_errors": len(failed),
         "scaffold": "agent",
         "instances": len(instances),
         "resumed": resumed,
