@@ -203,3 +203,22 @@ def test_bad_input_is_one_line_or_a_counted_episode_error(sample, tmp_path, caps
     assert summary["exit_status"] == {"setup_error": 2} and summary["not_kept_setup_errors"] == 2
     assert captured.err.strip().splitlines()[-1].startswith("error: every episode failed in the harness's set-up")
     assert not out.exists() or out.read_text() == ""
+
+
+def test_an_in_process_model_runs_episodes_end_to_end_whatever_it_writes(sample, tiny_llama, tmp_path, capsys):
+    """The in-process sampler (a tiny random Llama with SmolLM2's tokenizer: its answers are noise):
+    every episode ends by a counted rule, never a crash; format errors counted; seconds per turn kept."""
+    out = tmp_path / "tiny.jsonl"
+    assert cli_main(_agent_args(sample, out, f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
+                                "model_name=tiny", "limit=2", "agent.sampling.max_new_tokens=8",
+                                "agent.step_limit=2")) == 0
+    summary = json.loads(capsys.readouterr().out)
+    trajectories = _rows(out.with_name("tiny.trajectories.jsonl"))
+    assert summary["instances_done_this_run"] == 2 == len(trajectories)
+    for traj in trajectories:
+        assert traj["exit_status"] == "step_limit" and traj["patch"] == ""
+        assert traj["counts"]["format_errors"] == sum(t["format_error"] for t in traj["turns"]) == 2
+        # Each format error's observation is mini-swe-agent's message, and the model saw it next turn.
+        assert all(m["content"].startswith("Format error:") for m in traj["messages"][3::2])
+    assert summary["format_errors"] == sum(t["counts"]["format_errors"] for t in trajectories)
+    assert summary["policy_seconds_per_turn"] > 0

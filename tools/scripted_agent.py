@@ -58,10 +58,24 @@ def gold_fix_turns(instance: Instance, repo_dir: Path, test_command: str = TEST_
     return answers
 
 
-def recorded_rows(instances: Sequence[Instance], locator: RepoLocator, sample: int = 0) -> list[dict[str, Any]]:
-    """Recorded answers (policies/recorded.py) that drive each instance's scripted episode."""
-    return [{"task_id": task_id(i.instance_id, sample), "responses": gold_fix_turns(i, locator.find(i.repo))}
-            for i in instances]
+def related_tests_command(instance: Instance, repo_dir: Path) -> str:
+    """The repository's own tests that its test patch will change (those files as they are at the
+    base commit: the patch itself is hidden), quietly, for a repository whose whole suite is long."""
+    files = GitRepo(repo_dir).tree(instance.base_commit)
+    tests = [c.old_path for c in parse_patch(instance.test_patch) if c.old_path in files]
+    return f"python -m pytest -q -p no:cacheprovider {' '.join(tests)} 2>&1 | tail -5" if tests else TEST_COMMAND
+
+
+def recorded_rows(instances: Sequence[Instance], locator: RepoLocator, sample: int = 0,
+                  related_tests: bool = False) -> list[dict[str, Any]]:
+    """Recorded answers (policies/recorded.py) that drive each instance's scripted episode (the test
+    command: the whole suite, or with `related_tests` the files of the test patch)."""
+    rows = []
+    for i in instances:
+        repo = locator.find(i.repo)
+        command = related_tests_command(i, repo) if related_tests else TEST_COMMAND
+        rows.append({"task_id": task_id(i.instance_id, sample), "responses": gold_fix_turns(i, repo, command)})
+    return rows
 
 
 class ScriptedServer:
@@ -135,8 +149,9 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--instances", required=True)
     p.add_argument("--repos", required=True)
     p.add_argument("--out", required=True, help="recorded answers JSONL to write")
+    p.add_argument("--related-tests", action="store_true", help="run the test patch's files, not the whole suite")
     args = p.parse_args(argv)
-    rows = recorded_rows(load_instances(args.instances), RepoLocator(args.repos))
+    rows = recorded_rows(load_instances(args.instances), RepoLocator(args.repos), related_tests=args.related_tests)
     Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     print(f"wrote {len(rows)} scripted episodes to {args.out}")
     return 0

@@ -32,6 +32,12 @@ from swe_rl_jax.harness.specs import RepoSpec, spec_for
 from swe_rl_jax.harness.workspace import Workspace, WorkspaceError
 
 
+# The judge's pytest loads no plugin by itself (harness/pytestguard.py names each with -p, against
+# planted plugins); the agent's pytest runs as the repository's developers run it, the environment's
+# plugins loaded from their entry points. pytest reads the variable as set only when it is non-empty.
+_PLUGINS_AUTOLOAD = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": ""}
+
+
 class SetupError(RuntimeError):
     """The episode cannot start (`kind`: missing_repository, missing_base_commit, env_build_failed, or a
     WorkspaceError's); one episode's error, never the run's."""
@@ -68,6 +74,11 @@ def _limit_note(result: Any, config: AgentConfig) -> str:
     if result.returncode == -signal.SIGXFSZ:
         return (f"The command was stopped: it wrote a file or output over the limit of "
                 f"{config.command_file_size_mb} MB.")
+    if result.output_chars >= config.command_file_size_mb << 20:
+        # The output file is capped by the same limit (RLIMIT_FSIZE), and a program that ignores
+        # SIGXFSZ (Python does) just gets write errors: nothing above says the output was cut there.
+        return (f"The command's output reached the limit of {config.command_file_size_mb} MB: whatever it "
+                "printed after that was lost.")
     if result.returncode is not None and result.returncode < 0:
         return f"The command was killed by signal {signal.Signals(-result.returncode).name}."
     return ""
@@ -104,7 +115,7 @@ class AgentEnvironment:
             self._workspace = stack.enter_context(Workspace.open(
                 repo_dir, instance.base_commit, env, spec, isolation=self.config.isolation, work_dir=self.work_dir,
                 history_root=self.env_options.history_root(), install_timeout_s=self.env_options.build_timeout_s,
-                install_limits=self.config.command_limits(), env_vars=self.config.command_env))
+                install_limits=self.config.command_limits(), env_vars={**_PLUGINS_AUTOLOAD, **self.config.command_env}))
         except WorkspaceError as e:
             stack.close()
             raise SetupError(e.kind, str(e)) from None
