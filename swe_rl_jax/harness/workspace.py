@@ -70,7 +70,10 @@ def copy_changes(source: Path, after: Mapping[str, State], changed: list[str], t
     """Makes `target` hold `source`'s state (`after`) at the `changed` paths: files copied with their
     executable bit, links made with their target text (never followed), the rest removed."""
     total = 0
-    for path in changed:
+    # Removals first: a directory the agent replaced by a link (`rm -rf tests && ln -s x tests`) sorts
+    # before the files it held, whose removal would otherwise make real directories of the new link's
+    # path again (the diff lost the link).
+    for path in sorted(changed, key=lambda p: p in after):
         kind = after.get(path, ("",))[0]
         dest = _writable_parents(target, path) / path.rsplit("/", 1)[-1]
         _remove(dest)
@@ -83,6 +86,23 @@ def copy_changes(source: Path, after: Mapping[str, State], changed: list[str], t
             os.symlink(after[path][2], dest)
 
 
+def tree_bytes(root: Path) -> int:
+    """The bytes of the regular files under `root` by their sizes (links not followed, the top-level
+    `.git` left out, a file counted at each of its hard links): what `snapshot` reads to hash them."""
+    total, todo = 0, [(os.fspath(root), True)]
+    while todo:
+        directory, top = todo.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if top and entry.name == ".git":
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append((entry.path, False))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+    return total
+
+
 class Workspace:
     """An open work tree and its sandbox (module docstring). Use `Workspace.open` as a context manager."""
 
@@ -91,6 +111,7 @@ class Workspace:
         self._run, self._spec, self._repo_dir, self._commit = prepared, spec, repo_dir, commit
         self._store_root, self._env_vars = store_root, dict(env_vars)
         self._baseline = snapshot(prepared.worktree)
+        self._baseline_bytes = tree_bytes(prepared.worktree)
         self._diffs = 0
 
     @property
@@ -131,6 +152,16 @@ class Workspace:
     def diff(self, max_bytes: int = MAX_DIFF_BYTES) -> str:
         """The work tree against the base commit as `git add -A && git diff --cached` shows it (module
         docstring). WorkspaceError(diff_failed) when the changed files hold more than `max_bytes`."""
+        # Checked by size before the snapshot hashes every file: a tree the agent filled with hard
+        # links to one big file, or with sparse files, costs it no disk and little CPU, but root
+        # would read each link in full (3,000 links to a 7 MB file: 39 s; the default limits allow
+        # hours). Files the snapshot finds unchanged hold at most the set-up's bytes, changed ones
+        # at most `max_bytes` (copy_changes), so a tree over their sum cannot have a diff anyway
+        # (a nested `.git` counts too: the snapshot reads it, though the diff leaves it out).
+        size = tree_bytes(self._run.worktree)
+        if size > self._baseline_bytes + max_bytes:
+            raise WorkspaceError("diff_failed", f"the work tree holds {size} bytes of files, over the "
+                                 f"{self._baseline_bytes} it started with plus the diff's limit of {max_bytes}")
         after = snapshot(self._run.worktree)
         changed = [p for p in changed_paths(self._baseline, after) if ".git" not in p.split("/")]
         self._diffs += 1
