@@ -220,5 +220,8 @@ def test_an_in_process_model_runs_episodes_end_to_end_whatever_it_writes(sample,
         assert traj["counts"]["format_errors"] == sum(t["format_error"] for t in traj["turns"]) == 2
         # Each format error's observation is mini-swe-agent's message, and the model saw it next turn.
         assert all(m["content"].startswith("Format error:") for m in traj["messages"][3::2])
+        # The in-process sampler's episode is kept as its tokens (tests/test_agent_tokens.py: exact).
+        tokens = traj["tokens"]
+        assert len(tokens["ids"]) == len(tokens["mask"]) == len(tokens["logprobs"]) and 2 <= sum(tokens["mask"]) <= 16
     assert summary["format_errors"] == sum(t["counts"]["format_errors"] for t in trajectories)
     assert summary["policy_seconds_per_turn"] > 0

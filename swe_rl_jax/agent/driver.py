@@ -27,9 +27,11 @@ from swe_rl_jax.agent.actions import BashAction
 from swe_rl_jax.agent.config import AgentConfig
 from swe_rl_jax.agent.environment import AgentEnvironment, SetupError
 from swe_rl_jax.agent.episode import Episode
+from swe_rl_jax.config import require
 from swe_rl_jax.data.sources import Instance
 from swe_rl_jax.harness.sandbox import interruptible_pool
 from swe_rl_jax.policies import Policy, PolicyError, PolicyResponse, check_any_answered
+from swe_rl_jax.tokenizer import ChatTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +94,13 @@ class _closing:
 def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig,
                  make_env: Callable[[], AgentEnvironment], *, seed: int = 0, batched: bool = True,
                  judge: Optional[Judge] = None, on_done: Optional[Callable[[int, Episode], None]] = None,
-                 on_round: Optional[Callable[[int], None]] = None) -> list[Episode]:
+                 on_round: Optional[Callable[[int], None]] = None,
+                 tokenizer: Optional[ChatTokenizer] = None) -> list[Episode]:
     """Runs every job's episode (module docstring) and returns them in job order. `on_done(index,
-    episode)` as each ends (its work tree gone), `on_round(n)` as n questions go to the policy."""
+    episode)` as each ends (its work tree gone), `on_round(n)` as n questions go to the policy.
+    `tokenizer`: the in-process sampler's, for token-exact episodes (agent/tokens.py)."""
+    require(tokenizer is None or not config.sampling.stop, "agent.sampling.stop",
+            "token-exact episodes keep every sampled token: use no stop strings")
     episodes: list[Optional[Episode]] = [None] * len(jobs)
     todo = collections.deque(range(len(jobs)))
     live: dict[int, _Live] = {}
@@ -153,7 +159,8 @@ def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig
             while todo and len(live) < config.episodes_in_flight:
                 k = todo.popleft()
                 job = jobs[k]
-                live[k] = _Live(job, Episode(job.instance.instance_id, job.sample, config), make_env())
+                live[k] = _Live(job, Episode(job.instance.instance_id, job.sample, config, tokenizer=tokenizer),
+                                make_env())
                 futures[pool.submit(_setup, live[k])] = ("setup", [k], None)
             if waiting and batched and not policy_busy:
                 ask(list(waiting))

@@ -14,9 +14,11 @@ from typing import Any, Optional
 from swe_rl_jax.agent.actions import BashAction, FormatError, parse_bash_turn
 from swe_rl_jax.agent.config import AgentConfig
 from swe_rl_jax.agent.environment import Observation, render
+from swe_rl_jax.agent.tokens import EpisodeTokens, observation_ids
 from swe_rl_jax.policies import PolicyRequest, PolicyResponse, derive_seed
 from swe_rl_jax.policies.http import estimate_tokens
 from swe_rl_jax.rewards.parsers import after_think
+from swe_rl_jax.tokenizer import ChatTokenizer
 
 # How an episode ended. submitted: a command printed the marker (the patch is the tree's diff);
 # step_limit, format_errors (consecutive), context_limit (the conversation's estimated tokens, or
@@ -50,6 +52,11 @@ class Episode:
     consecutive_format_errors: int = 0
     seconds: dict[str, float] = dataclasses.field(default_factory=lambda: {"setup": 0.0, "policy": 0.0,
                                                                              "commands": 0.0, "submission": 0.0})
+    # With a tokenizer (the in-process sampler's), the episode is kept as token ids too (agent/tokens.py):
+    # each prompt is `tokens.ids`, never the conversation rendered and tokenized again.
+    tokenizer: Optional[ChatTokenizer] = None
+    tokens: Optional[EpisodeTokens] = None
+    _turn_start: Optional[tuple[list[dict[str, str]], str, Any]] = None  # (messages before, answer, Sampled)
 
     @property
     def done(self) -> bool:
@@ -63,14 +70,27 @@ class Episode:
     def start(self, task: str) -> None:
         self.messages = [{"role": "system", "content": render(self.config.system_template)},
                          {"role": "user", "content": task}]
+        if self.tokenizer is not None:
+            self.tokens = EpisodeTokens.start(self.tokenizer, self.messages)
+
+    def _context_tokens(self) -> int:
+        return len(self.tokens.ids) if self.tokens is not None else estimate_tokens(self.messages)
+
+    def _observe(self, text: str) -> None:
+        """Appends an observation (a command's, or a format error's) to the messages and the tokens."""
+        if self.tokens is not None and self._turn_start is not None:
+            before, answer, sampled = self._turn_start
+            self.tokens.add_observation(observation_ids(self.tokenizer, before, answer, sampled, text))
+        self._turn_start = None
+        self.messages.append({"role": "user", "content": text})
 
     def limit_before_turn(self) -> bool:
         """Ends the episode when a limit keeps it from another turn; True when it did."""
         if 0 < self.config.step_limit <= len(self.turns):
             self.end("step_limit", f"{len(self.turns)} turns")
-        elif 0 < self.config.max_context_tokens < estimate_tokens(self.messages):
-            self.end("context_limit", f"about {estimate_tokens(self.messages)} tokens > max_context_tokens "
-                                      f"{self.config.max_context_tokens}")
+        elif 0 < self.config.max_context_tokens < self._context_tokens():
+            self.end("context_limit", f"{'' if self.tokens else 'about '}{self._context_tokens()} tokens > "
+                                      f"max_context_tokens {self.config.max_context_tokens}")
         return self.done
 
     def request(self, seed: int) -> PolicyRequest:
@@ -79,7 +99,8 @@ class Episode:
         turn = len(self.turns)
         return PolicyRequest(task_id(self.instance_id, self.sample), tuple(self.messages), 1, sp.temperature,
                              sp.max_new_tokens, sp.top_p, tuple(sp.stop),
-                             derive_seed(seed, self.instance_id, self.sample, turn), sp.top_k, first=turn)
+                             derive_seed(seed, self.instance_id, self.sample, turn), sp.top_k, first=turn,
+                             prompt_ids=tuple(self.tokens.ids) if self.tokens is not None else ())
 
     def answered(self, response: PolicyResponse, seconds: float) -> Optional[BashAction]:
         """Takes the policy's answer: the action to run, or None (a format error, whose message is the
@@ -92,6 +113,12 @@ class Episode:
             self.end("policy_error", response.error or "no answer")
             return None
         answer = response.completions[0]
+        if self.tokens is not None:
+            if not response.samples:
+                self.end("policy_error", "the policy returned no token ids for a token-exact episode")
+                return None
+            self.tokens.add_sampled(response.samples[0])
+            self._turn_start = (list(self.messages), answer, response.samples[0])
         self.messages.append({"role": "assistant", "content": answer})
         parsed = parse_bash_turn(after_think(answer), self.config.languages)
         turn: dict[str, Any] = {"answer": answer, "policy_seconds": round(seconds, 3)}
@@ -100,7 +127,7 @@ class Episode:
             turn["format_error"] = True
             self.format_errors += 1
             self.consecutive_format_errors += 1
-            self.messages.append({"role": "user", "content": parsed.message})
+            self._observe(parsed.message)
             if 0 < self.config.max_consecutive_format_errors <= self.consecutive_format_errors:
                 self.end("format_errors", f"{self.consecutive_format_errors} consecutive format errors")
             return None
@@ -109,7 +136,7 @@ class Episode:
         return parsed
 
     def observed(self, observation: Observation) -> None:
-        self.messages.append({"role": "user", "content": observation.text})
+        self._observe(observation.text)
         self.turns[-1].update(returncode=observation.returncode, output_chars=observation.output_chars,
                               timed_out=observation.timed_out, seconds=round(observation.seconds, 3),
                               cpu_seconds=round(observation.cpu_seconds, 3), submitted=observation.submitted)
@@ -128,4 +155,5 @@ class Episode:
                        "command_cpu_seconds": round(sum(t.get("cpu_seconds", 0.0) for t in commands), 3)},
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "turns": self.turns, "messages": self.messages,
+            "tokens": self.tokens.to_json() if self.tokens is not None else None,
         }

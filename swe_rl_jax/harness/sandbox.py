@@ -12,7 +12,7 @@ Three modes, chosen once per process by `isolation_mode("auto")` (the strongest 
   `passwd`, `group` and `hosts` of its own, its sandbox directory (the run's work tree, HOME,
   TMPDIR, the install step's overlay environment: read-write), the environments, interpreters and
   history store it needs (`View.readable`: read-only), the run's test files (`View.frozen`:
-  read-only over the writable tree), a private `/tmp` and `/dev/shm`, a minimal `/dev` and a
+  read-only over the writable tree), a private `/tmp` and `/dev/shm` (256 MB each), a minimal `/dev` and a
   `/proc` of its own PID namespace. Nothing else of the host exists in its view: no home
   directories, no instances or predictions files, no other clones, environments or runs. The
   network namespace has only a loopback device. bubblewrap runs as root without a user namespace
@@ -78,6 +78,9 @@ Isolation = Literal["auto", "bwrap", "namespaces", "none"]
 ISOLATION_MODES: tuple[str, ...] = ("auto", "bwrap", "namespaces", "none")
 NOBODY_UID = 65534
 _MAX_OUTPUT_CHARS = 4 << 20  # what is kept of a run's output (its end: pytest's summary is last)
+# The private /tmp and /dev/shm (bwrap; namespaces mode: /dev/shm): memory-backed, so each is capped,
+# as namespaces mode's `size=256m`; without a size a tmpfs may take half the host's RAM.
+_TMPFS_BYTES = 256 << 20
 _HEAD_CHARS = 16384  # and of its start, when the end does not hold it (an agent's observation shows both)
 WALL_FACTOR = 3.0  # the default wall-clock backstop, in units of the CPU-time limit
 _POLL_S = 0.25  # how often a running command's CPU time is read
@@ -273,8 +276,8 @@ def _bwrap_command(view: View, cwd: Path, fds: Mapping[str, int]) -> list[str]:
     made 0755 (bubblewrap's own are 0700, which the sandbox's user could not pass)."""
     args = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--seccomp", str(fds["seccomp"]),
-            *_system_args(fds), "--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--tmpfs", "/dev/shm",
-            "--perms", "01777", "--tmpfs", "/tmp"]
+            *_system_args(fds), "--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--size", str(_TMPFS_BYTES),
+            "--tmpfs", "/dev/shm", "--perms", "01777", "--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp"]
     made = {"/", "/tmp", "/usr", "/etc"}
 
     def parents(path: Path) -> list[str]:

@@ -32,6 +32,20 @@ class PolicyRequest:
     seed: Optional[int] = None
     top_k: int = 0  # 0: off (endpoints that know `top_k`, e.g. vLLM and SGLang, get it when > 0)
     first: int = 0
+    # The prompt as token ids, for a back end that samples from ids (the in-process sampler): used
+    # instead of the chat template's rendering of `messages` (a multi-turn episode kept as the
+    # tokens it sampled, agent/tokens.py). Other back ends read `messages`.
+    prompt_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """One answer's tokens exactly as sampled (an EOS that ended it included) and the sampler's
+    log-probability of each (temperature-scaled, the full distribution)."""
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finish_reason: str  # eos | stop | length
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,7 @@ class PolicyResponse:
     completions: tuple[str, ...]
     error: str = ""
     skipped: str = ""
+    samples: tuple[Sampled, ...] = ()  # per completion, from a back end that samples tokens itself
 
     @property
     def failed(self) -> bool:

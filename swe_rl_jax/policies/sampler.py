@@ -6,6 +6,9 @@ not size every decode slot's cache. Sample i of a request draws with the key
 fold_in(key(seed), first + i), seed = the request's seed or derive_seed(policy seed, task_id): its
 tokens do not depend on the other requests of the batch (up to float rounding, sampling/engine.py).
 
+A request's `prompt_ids`, when given, is its prompt as is (a token-exact multi-turn episode); the
+response carries each answer's sampled token ids and log-probs (`samples`).
+
 A prompt is not sent (the response says why in `skipped`) when it is longer than
 `max_prompt_tokens` or leaves no room in the model's context (`max_position_embeddings`);
 `max_tokens` is cut to what the context has left after the prompt.
@@ -15,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from swe_rl_jax.models import ModelConfig
-from swe_rl_jax.policies.base import PolicyRequest, PolicyResponse, derive_seed
+from swe_rl_jax.policies.base import PolicyRequest, PolicyResponse, Sampled, derive_seed
 from swe_rl_jax.sampling import Engine, SamplingParams
 from swe_rl_jax.sampling.engine import Request, request_keys
 from swe_rl_jax.tokenizer import ChatTokenizer
@@ -42,11 +45,12 @@ class SamplerPolicy:
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[PolicyResponse]:
         answers: list[list[str]] = [[""] * r.n for r in requests]
+        sampled: list[list[Sampled]] = [[Sampled((), (), "length")] * r.n for r in requests]
         skipped = [""] * len(requests)
         errors = [""] * len(requests)
         groups: dict[int, list[tuple[int, int, Request]]] = {}  # prompt bucket -> (request, sample, engine request)
         for k, r in enumerate(requests):
-            ids = self.tokenizer.encode_prompt(list(r.messages))
+            ids = list(r.prompt_ids) or self.tokenizer.encode_prompt(list(r.messages))
             skipped[k] = self.too_long(len(ids))
             if skipped[k]:
                 self.stats["prompts_too_long"] += 1
@@ -68,5 +72,8 @@ class SamplerPolicy:
                 continue
             for (k, i, _), result in zip(members, results):
                 answers[k][i] = result.text or ""
-        return [PolicyResponse(r.task_id, () if errors[k] or skipped[k] else tuple(answers[k]), errors[k], skipped[k])
+                sampled[k][i] = Sampled(tuple(int(t) for t in result.token_ids),
+                                        tuple(float(x) for x in result.logprobs), result.finish_reason)
+        return [PolicyResponse(r.task_id, () if errors[k] or skipped[k] else tuple(answers[k]), errors[k], skipped[k],
+                               () if errors[k] or skipped[k] else tuple(sampled[k]))
                 for k, r in enumerate(requests)]

@@ -30,6 +30,7 @@ from swe_rl_jax.harness.specs import load_specs, spec_for
 from swe_rl_jax.policies import Policy
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.output import append_rows, resume
+from swe_rl_jax.tokenizer import ChatTokenizer
 
 
 class _InOrder:
@@ -64,6 +65,15 @@ def _judge(config: ResolveConfig, locator: RepoLocator, specs: Any, env_options:
         return {k: record[k] for k in ("resolved", "resolution_status", "error", "message", "tests_status")}
 
     return judge
+
+
+def _sampler_tokenizer(policy: Policy) -> Optional[ChatTokenizer]:
+    """The in-process sampler's tokenizer (its episodes are kept as the tokens it sampled), else None."""
+    if "swe_rl_jax.policies.sampler" not in sys.modules:  # not loaded: no sampler (and no JAX import for it)
+        return None
+    from swe_rl_jax.policies.sampler import SamplerPolicy
+
+    return policy.tokenizer if isinstance(policy, SamplerPolicy) else None
 
 
 def run_agent_scaffold(config: ResolveConfig, instances: list[Instance], policy: Optional[Policy] = None) -> dict[str, Any]:
@@ -110,7 +120,7 @@ def run_agent_scaffold(config: ResolveConfig, instances: list[Instance], policy:
             episodes = run_episodes(
                 [EpisodeJob(i) for i in pending], policy, agent,
                 lambda: AgentEnvironment(agent, locator, specs, env_options, work_dir),
-                seed=config.seed, batched=batched, judge=judge, on_done=on_done)
+                seed=config.seed, batched=batched, judge=judge, on_done=on_done, tokenizer=_sampler_tokenizer(policy))
     return _summary(instances, resumed, episodes, time.perf_counter() - begin, out, trace)
 
 
