@@ -29,7 +29,7 @@ from swe_rl_jax.harness.sandbox import Limits, check_work_dir, isolation_mode
 from swe_rl_jax.harness.specs import load_specs, spec_for
 from swe_rl_jax.policies import Policy
 from swe_rl_jax.resolve.config import ResolveConfig
-from swe_rl_jax.resolve.output import append_rows, resume
+from swe_rl_jax.resolve.output import append_rows, pending_instances
 from swe_rl_jax.tokenizer import ChatTokenizer
 
 
@@ -93,12 +93,7 @@ def run_agent_scaffold(config: ResolveConfig, instances: list[Instance], policy:
     work_dir = output_dir(agent.work_dir, "agent.work_dir") if agent.work_dir else Path(tempfile.gettempdir())
     work_dir.mkdir(parents=True, exist_ok=True)
     check_work_dir(work_dir, isolation)
-    done = resume(out, trace, name)
-    pending = [i for i in instances if i.instance_id not in done]
-    resumed = len(instances) - len(pending)
-    if resumed:
-        print(f"resume: {resumed} of {len(instances)} instances already in {out}; {len(pending)} to go",
-              file=sys.stderr)
+    pending, resumed = pending_instances(instances, out, trace, name)
     begin = time.perf_counter()
     episodes: list[Episode] = []
     if pending:

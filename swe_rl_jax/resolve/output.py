@@ -9,6 +9,7 @@ are the whole run's file.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, Sequence, TypeVar
 
@@ -91,6 +92,17 @@ def resume(out: Path, trace: Path, model_name: str) -> set[str]:
     _write_rows(out, [_prediction(r["instance_id"], r["model_name_or_path"], r["model_patch"]) for r in rows])
     _write_rows(trace, kept_trace)
     return done
+
+
+def pending_instances(instances: Sequence[T], out: Path, trace: Path, model_name: str) -> tuple[list[T], int]:
+    """The instances `out` does not hold yet (`resume`) and how many it does; says so on stderr."""
+    done = resume(out, trace, model_name)
+    pending = [i for i in instances if i.instance_id not in done]  # type: ignore[attr-defined]
+    resumed = len(instances) - len(pending)
+    if resumed:
+        print(f"resume: {resumed} of {len(instances)} instances already in {out}; {len(pending)} to go",
+              file=sys.stderr)
+    return pending, resumed
 
 
 def write_predictions(path: Path, model_name: str, patches: Sequence[tuple[str, str]]) -> None:

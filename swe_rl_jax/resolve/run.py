@@ -19,7 +19,7 @@ from swe_rl_jax.policies import Policy
 from swe_rl_jax.resolve.choice import choose, verification_steps
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.driver import Counts, resolve_chunk, start
-from swe_rl_jax.resolve.output import Outputs, parse_shard, resume, shard_slice
+from swe_rl_jax.resolve.output import Outputs, parse_shard, pending_instances, shard_slice
 from swe_rl_jax.resolve.repo import Clones
 from swe_rl_jax.resolve.steps import Resolution
 from swe_rl_jax.resolve.verification import Verifier
@@ -134,12 +134,7 @@ def run_resolve(config: ResolveConfig, policy: Optional[Policy] = None) -> dict[
     locator.require_some(i.repo for i in instances)
     out, trace = Path(config.out), Path(config.trace_out)
     name = config.name()
-    done = resume(out, trace, name)
-    pending = [i for i in instances if i.instance_id not in done]
-    resumed = len(instances) - len(pending)
-    if resumed:
-        print(f"resume: {resumed} of {len(instances)} instances already in {out}; {len(pending)} to go",
-              file=sys.stderr)
+    pending, resumed = pending_instances(instances, out, trace, name)
     counts = Counts()
     status: collections.Counter = collections.Counter()
     fallbacks: collections.Counter = collections.Counter()
