@@ -224,4 +224,4 @@ def test_an_in_process_model_runs_episodes_end_to_end_whatever_it_writes(sample,
         tokens = traj["tokens"]
         assert len(tokens["ids"]) == len(tokens["mask"]) == len(tokens["logprobs"]) and 2 <= sum(tokens["mask"]) <= 16
     assert summary["format_errors"] == sum(t["counts"]["format_errors"] for t in trajectories)
-    assert summary["policy_seconds_per_turn"] > 0
+    assert summary["policy_wait_seconds_per_turn"] > 0 and summary["seconds_per_turn"] > 0

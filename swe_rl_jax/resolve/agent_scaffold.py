@@ -139,7 +139,10 @@ def _summary(instances: list[Instance], resumed: int, episodes: list[Episode], s
         "turns": turns,
         "format_errors": sum(ep.format_errors for ep in episodes),
         "timed_out_commands": sum(ep.to_json()["counts"]["timed_out_commands"] for ep in episodes),
-        "policy_seconds_per_turn": round(sum(ep.seconds["policy"] for ep in episodes) / turns, 3) if turns else 0.0,
+        # Per turn: the run's wall clock (episodes overlap), and what an episode waited for its answer
+        # (a batched generate call's whole time counts for each episode in it) and its command.
+        "seconds_per_turn": round(seconds / turns, 3) if turns else 0.0,
+        "policy_wait_seconds_per_turn": round(sum(ep.seconds["policy"] for ep in episodes) / turns, 3) if turns else 0.0,
         "command_seconds_per_turn": round(sum(ep.seconds["commands"] for ep in episodes) / turns, 3) if turns else 0.0,
         **({"judged": len(verdicts), "resolved": sum(bool(v["resolved"]) for v in verdicts)} if verdicts else {}),
         "seconds": seconds,
