@@ -113,6 +113,8 @@ def test_the_trainers_logprob_of_every_sampled_token_equals_the_samplers_across_
     (a KV-cached decode step, one forward over the row) sum the same float32 products in another
     order; the test of sampling/ holds the same bound."""
     from swe_rl_jax.policies.sampler import SamplerPolicy
+    from swe_rl_jax.rl.episodes import build_episode_batch
+    from swe_rl_jax.rl.policy_update import UpdateConfig, policy_logprobs
     from swe_rl_jax.sampling import Engine
     from swe_rl_jax.sampling.buckets import Buckets
 
@@ -136,6 +138,15 @@ def test_the_trainers_logprob_of_every_sampled_token_equals_the_samplers_across_
     starts = [i for i in range(1, len(tokens.mask)) if tokens.mask[i] and not tokens.mask[i - 1]]
     assert len(starts) == 4
     assert all(tokens.ids[s - len(tok.assistant_start_ids): s] == list(tok.assistant_start_ids) for s in starts)
+    # The trainer's own path: the episode as a GRPO row (rl/episodes.py), log-probs as the policy
+    # update computes them (rl/policy_update.policy_logprobs), against the sampler's on that row.
+    batch = build_episode_batch([tokens.to_json()], tok.pad_id)
+    assert batch.loss_mask.sum() == sum(tokens.mask)
+    trainer = np.asarray(policy_logprobs(config, params, {k: jnp.asarray(v) for k, v in batch.arrays().items()},
+                                         UpdateConfig(), temperature=1.0)[0])
+    on = batch.loss_mask > 0
+    np.testing.assert_allclose(trainer[on], batch.logp_sampler[on], atol=1e-4)
+    # And a plain forward pass (float64 log-softmax here) agrees position by position.
     logits = np.asarray(forward(config, params, np.asarray([tokens.ids], np.int32)))[0].astype(np.float64)
     logits -= logits.max(-1, keepdims=True)
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))

@@ -1,0 +1,84 @@
+"""Agent episodes as GRPO's training rows (issue 47, in part; docs/AGENT.md, "Episodes for RL").
+
+An episode kept as tokens (agent/tokens.py) is one row: its ids, the loss on the positions that
+predict a sampled token, the sampler's log-probs there; the same `RolloutBatch` the single-turn
+trainers feed the policy objective (rl/rollout.py, rl/objectives.py), so clip-higher, GSPO's
+sequence ratio, the KL and the loss aggregations apply to episodes unchanged.
+
+- **Reward**: 1 when the harness resolved the submitted diff, else 0 (DeepSWE's). Mixing in SWE-RL's
+  similarity to the oracle (rewards/swe_rl.py, defined on the edited files' contents) is not built.
+- **Compact filtering** (DeepSWE): an episode ended by the turn, context or command-time limit is
+  kept out of the loss (its mask 0) and out of its group's baseline, instead of being rewarded 0,
+  which would teach the model that long work is wrong when it was only unfinished.
+- **Leave-one-out advantages** (RLOO, DeepSWE): A_i = r_i - mean of the other kept episodes of its
+  instance's group; no division by the standard deviation (Dr.GRPO). A group with fewer than two
+  kept episodes has no baseline: its advantages are 0.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+from swe_rl_jax.rl.rollout import RolloutBatch, bucket_length
+
+# DeepSWE's compact filtering: episodes that hit the maximum context, steps or time.
+COMPACT_FILTERED = frozenset({"step_limit", "context_limit", "command_budget"})
+
+
+def episode_reward(trajectory: Mapping[str, Any]) -> float:
+    """The reward of a trajectory row (agent/episode.py) whose `verdict` the judge set: 1.0 when the
+    harness resolved its submitted diff, else 0.0 (DeepSWE's)."""
+    verdict = trajectory.get("verdict") or {}
+    return float(bool(verdict.get("resolved")))
+
+
+def kept_for_loss(exit_status: str) -> bool:
+    return exit_status not in COMPACT_FILTERED
+
+
+def loo_advantages(rewards: Sequence[Sequence[float]], kept: Sequence[Sequence[bool]]) -> list[list[float]]:
+    """Leave-one-out advantages per group (module docstring); 0 for an episode not kept."""
+    out = []
+    for group_rewards, group_kept in zip(rewards, kept):
+        r = np.asarray(group_rewards, np.float64)
+        k = np.asarray(group_kept, bool)
+        if r.shape != k.shape:
+            raise ValueError("rewards and kept must have the same shape per group")
+        n = int(k.sum())
+        adv = np.zeros_like(r)
+        if n >= 2:
+            total = r[k].sum()
+            adv[k] = r[k] - (total - r[k]) / (n - 1)
+        out.append(adv.tolist())
+    return out
+
+
+def build_episode_batch(episodes: Sequence[Mapping[str, Sequence]], pad_id: int, kept: Optional[Sequence[bool]] = None,
+                        min_length: int = 64) -> RolloutBatch:
+    """One row per episode (`{"ids", "mask", "logprobs"}`, agent/tokens.py), right-padded to one
+    bucketed width. Position s predicts token s + 1: the loss mask and the sampler's log-probs sit on
+    the positions before sampled tokens; an episode not `kept` has no loss. `result_index` is the
+    episode's index on its predicting positions (RolloutBatch.per_token spreads advantages)."""
+    if not episodes:
+        raise ValueError("no episodes")
+    kept = [True] * len(episodes) if kept is None else list(kept)
+    width = bucket_length(max(len(e["ids"]) for e in episodes), min_length)
+    tokens = np.full((len(episodes), width), pad_id, np.int32)
+    loss_mask = np.zeros((len(episodes), width), np.float32)
+    logp = np.zeros((len(episodes), width), np.float32)
+    index = np.full((len(episodes), width), -1, np.int32)
+    lengths = np.zeros(len(episodes), np.int32)
+    for i, episode in enumerate(episodes):
+        ids, mask = np.asarray(episode["ids"], np.int32), np.asarray(episode["mask"], np.float32)
+        if not (len(ids) == len(mask) == len(episode["logprobs"])) or mask[0]:
+            raise ValueError(f"episode {i}: ids, mask and logprobs must be one length, the first token a prompt's")
+        n = len(ids)
+        tokens[i, :n] = ids
+        sampled = mask[1:] > 0
+        loss_mask[i, :n - 1] = sampled * kept[i]
+        logp[i, :n - 1] = np.where(sampled, np.asarray(episode["logprobs"], np.float32)[1:], 0.0)
+        index[i, :n - 1] = np.where(sampled, i, -1)
+        lengths[i] = int(sampled.sum())
+    positions = np.broadcast_to(np.arange(width, dtype=np.int32), tokens.shape).copy()
+    return RolloutBatch(tokens, positions, loss_mask, logp, lengths, np.zeros(len(episodes), bool), index)

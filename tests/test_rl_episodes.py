@@ -1,0 +1,42 @@
+"""Agent episodes as GRPO rows (rl/episodes.py): leave-one-out advantages with compact filtering,
+by hand, and the rows' alignment. The trainer's log-probs on such rows: tests/test_agent_tokens.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from swe_rl_jax.rl.episodes import COMPACT_FILTERED, build_episode_batch, episode_reward, kept_for_loss, loo_advantages
+
+
+def test_leave_one_out_advantages_by_hand_with_compact_filtering():
+    rewards = [[1, 0, 0, 1], [1, 0, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]]
+    kept = [[True] * 4, [True, True, False, True], [True, False, False, False], [True] * 4]
+    adv = loo_advantages(rewards, kept)
+    np.testing.assert_allclose(adv[0], [1 - 1 / 3, 0 - 2 / 3, 0 - 2 / 3, 1 - 1 / 3])  # minus the mean of the other three
+    # The filtered episode (reward 1 but ended by a limit) is neither trained on nor in the baseline.
+    np.testing.assert_allclose(adv[1], [1 - 0, 0 - 0.5, 0, 0 - 0.5])
+    assert adv[2] == [0, 0, 0, 0]  # one kept episode: no baseline
+    assert adv[3] == [0, 0, 0, 0]  # nothing to tell apart
+    assert {s for s in ("submitted", "format_errors", "step_limit", "context_limit", "command_budget", "policy_error")
+            if not kept_for_loss(s)} == COMPACT_FILTERED == {"step_limit", "context_limit", "command_budget"}
+    assert episode_reward({"verdict": {"resolved": True}}) == 1.0
+    assert episode_reward({"verdict": None}) == 0.0 == episode_reward({"verdict": {"resolved": False}})
+
+
+def test_episode_rows_put_the_loss_on_the_positions_that_predict_sampled_tokens():
+    a = {"ids": [10, 11, 12, 13, 14, 15, 16], "mask": [0, 0, 1, 1, 0, 1, 0],
+         "logprobs": [0, 0, -0.5, -0.25, 0, -2.0, 0]}
+    b = {"ids": [20, 21, 22], "mask": [0, 1, 1], "logprobs": [0, -1.0, -3.0]}
+    batch = build_episode_batch([a, b], pad_id=0, kept=[True, False], min_length=8)
+    assert batch.tokens.shape == (2, 8)
+    assert batch.tokens[0].tolist() == [10, 11, 12, 13, 14, 15, 16, 0] and batch.tokens[1].tolist() == [20, 21, 22] + [0] * 5
+    # Position s predicts token s + 1.
+    assert batch.loss_mask[0].tolist() == [0, 1, 1, 0, 1, 0, 0, 0]
+    assert batch.logp_sampler[0].tolist() == [0, -0.5, -0.25, 0, -2.0, 0, 0, 0]
+    assert batch.loss_mask[1].tolist() == [0] * 8  # not kept: compact filtering
+    assert batch.logp_sampler[1].tolist()[:2] == [-1.0, -3.0]
+    assert batch.result_index[0].tolist() == [-1, 0, 0, -1, 0, -1, -1, -1]
+    np.testing.assert_array_equal(batch.per_token(np.array([2.0, 5.0]))[0], [0, 2, 2, 0, 2, 0, 0, 0])
+    assert batch.response_lengths.tolist() == [3, 2]
+    with pytest.raises(ValueError, match="one length"):
+        build_episode_batch([{"ids": [1, 2], "mask": [0], "logprobs": [0, 0]}], pad_id=0)
