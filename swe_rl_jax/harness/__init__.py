@@ -10,8 +10,9 @@ refused), `integrity` (the allowlist of what a patch, and an install step, may c
 gets), `pytestguard` (plugin autoload off, sentinel tests hidden among the instance's, forged
 summaries), `sandbox` (the one sandbox for model-written code: bubblewrap's minimal view,
 limits in CPU time, no network), `testlog` (statuses), `logformats` (pytest, django, sympy
-logs), `grading` (the official rules), `runner` (one test run: the Python API), `evaluation`
-(predictions → report).
+logs), `grading` (the official rules), `runner` (one test run: the Python API), `workspace` (a
+work tree held open across many sandboxed commands, and its diff computed by root: the agent's
+environment), `evaluation` (predictions → report).
 """
 from swe_rl_jax.harness.environments import (
     Environment,
