@@ -14,7 +14,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CLASSES = {"main": MainConfig, "grpo_demo": MainConfig, "resolve_demo": MainConfig, "demo": DemoConfig, "sorft_sft": SFTConfig, "sft_tiny": SFTConfig, "swe_rl_grpo": RLConfig,
            "sorft_ppo": RLConfig,
            "rl_tiny": RLConfig, "grpo_tests_pass": RLConfig,
-           "agentless": ResolveConfig, "agentless_mini": ResolveConfig}
+           "agentless": ResolveConfig, "agentless_mini": ResolveConfig, "agent": ResolveConfig}
 # The resolve presets name ResolveConfig.selection and .verification (issue 38, branch i38-exec).
 NEEDS_VERIFICATION = pytest.mark.skipif(not hasattr(ResolveConfig(), "verification"),
                                         reason="ResolveConfig has no selection/verification keys on this branch")
@@ -37,6 +37,17 @@ def test_paper_settings():
         (128, 2.0, 1e-5, "cosine", 0.03)
     rl = load_config(RLConfig, CONFIGS / "swe_rl_grpo.yaml")
     assert (rl.grpo.group_size, rl.update.prompts_per_step, rl.num_steps, rl.update.ppo_epochs) == (16, 32, 1600, 1)
+
+
+def test_the_agent_preset_holds_mini_swe_agents_swebench_settings():
+    """mini-swe-agent 2.4's config/benchmarks/swebench_backticks.yaml and agents/default.py, copied by hand."""
+    agent = load_config(ResolveConfig, CONFIGS / "agent.yaml")
+    assert agent.scaffold == "agent"
+    a = agent.agent
+    assert (a.step_limit, a.max_consecutive_format_errors, a.command_timeout_s) == (250, 3, 60)
+    assert a.command_env == {"PAGER": "cat", "MANPAGER": "cat", "LESS": "-R", "PIP_PROGRESS_BAR": "off",
+                             "TQDM_DISABLE": "1"}
+    assert a.languages == ("mswea_bash_command",) and "```mswea_bash_command" in a.system_template
 
 
 # Longest real prompts, Qwen tokens with the chat template (docs/DATA.md, "Prompt lengths"):
