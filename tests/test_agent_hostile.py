@@ -48,16 +48,15 @@ from pathlib import Path
 import pytest
 
 from swe_rl_jax.agent.config import AgentConfig
+from swe_rl_jax.agent.judge import make_judge
 from swe_rl_jax.agent.driver import EpisodeJob, run_episodes
 from swe_rl_jax.agent.environment import AgentEnvironment
 from swe_rl_jax.agent.episode import task_id
 from swe_rl_jax.data.sample import SAMPLE_DIR, run_isolated_git
 from swe_rl_jax.data.sources import RepoLocator, load_instances
-from swe_rl_jax.harness import EnvironmentOptions, HarnessOptions, Limits, ensure_environment, isolation_mode, \
-    load_specs, spec_for
+from swe_rl_jax.harness import EnvironmentOptions, ensure_environment, isolation_mode, load_specs, spec_for
 from swe_rl_jax.harness.checkout import history_store
 from swe_rl_jax.harness.defaults import resolve_spec
-from swe_rl_jax.harness.evaluation import evaluate_instance
 from swe_rl_jax.harness.treestate import snapshot
 from swe_rl_jax.policies import PolicyResponse
 from test_harness_attacks import FORCE_PASS, REGISTER_IN_MEMORY
@@ -410,15 +409,9 @@ def world(repos, open_dir, tmp_path_factory):
 
 
 def _judge(w):
-    options = HarnessOptions(workers=1, limits=Limits(timeout_s=60), env=w["env_options"], isolation="bwrap",
-                             work_dir=str(w["work_dir"]))
-
-    def judge(instance, patch):
-        record = evaluate_instance(instance, patch, w["locator"].find(instance.repo),
-                                   spec_for(instance, w["specs"]), options, "bwrap")
-        return {k: record[k] for k in ("resolved", "resolution_status", "error", "message", "tests_status")}
-
-    return judge
+    """The judge `resolve --scaffold agent` and RL use (agent/judge.py), with the tests' 60 CPU s."""
+    return make_judge(AgentConfig(isolation="bwrap", judge_timeout_s=60), w["locator"], w["specs"],
+                      w["env_options"], w["work_dir"])
 
 
 def _run(w, episodes: dict, limits: dict, in_flight: int):

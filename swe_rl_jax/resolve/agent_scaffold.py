@@ -21,12 +21,12 @@ from typing import Any, Optional
 from swe_rl_jax.agent.driver import EpisodeJob, run_episodes
 from swe_rl_jax.agent.environment import AgentEnvironment
 from swe_rl_jax.agent.episode import Episode
+from swe_rl_jax.agent.judge import make_judge
 from swe_rl_jax.data.sources import Instance, RepoLocator
 from swe_rl_jax.files import output_dir
 from swe_rl_jax.harness.environments import EnvironmentOptions
-from swe_rl_jax.harness.evaluation import HarnessOptions, evaluate_instance
-from swe_rl_jax.harness.sandbox import Limits, check_work_dir, isolation_mode
-from swe_rl_jax.harness.specs import load_specs, spec_for
+from swe_rl_jax.harness.sandbox import check_work_dir, isolation_mode
+from swe_rl_jax.harness.specs import load_specs
 from swe_rl_jax.policies import Policy
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.output import append_rows, pending_instances
@@ -50,21 +50,6 @@ class _InOrder:
         kept = [ep for ep in rows if ep.exit_status != "setup_error"]
         if kept:
             append_rows(self.out, self.trace, self.model_name, [(ep.to_json(), ep.instance_id, ep.patch) for ep in kept])
-
-
-def _judge(config: ResolveConfig, locator: RepoLocator, specs: Any, env_options: EnvironmentOptions,
-           work_dir: Path):
-    agent = config.agent
-    options = HarnessOptions(workers=1, limits=Limits(timeout_s=agent.judge_timeout_s), env=env_options,
-                             isolation=agent.isolation, work_dir=str(work_dir))
-    isolation = isolation_mode(agent.isolation)
-
-    def judge(instance: Instance, patch: str) -> dict[str, Any]:
-        record = evaluate_instance(instance, patch, locator.find(instance.repo), spec_for(instance, specs), options,
-                                   isolation)
-        return {k: record[k] for k in ("resolved", "resolution_status", "error", "message", "tests_status")}
-
-    return judge
 
 
 def _sampler_tokenizer(policy: Policy) -> Optional[ChatTokenizer]:
@@ -105,7 +90,7 @@ def run_agent_scaffold(config: ResolveConfig, instances: list[Instance], policy:
         out.parent.mkdir(parents=True, exist_ok=True)
         trace.parent.mkdir(parents=True, exist_ok=True)
         writer = _InOrder(out, trace, name)
-        judge = _judge(config, locator, specs, env_options, work_dir) if agent.judge else None
+        judge = make_judge(agent, locator, specs, env_options, work_dir) if agent.judge else None
         with tqdm(total=len(pending), desc="agent", unit="episode", file=sys.stderr,
                   disable=not config.progress) as bar:
             def on_done(index: int, episode: Episode) -> None:

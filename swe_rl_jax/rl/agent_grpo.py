@@ -1,0 +1,77 @@
+"""GRPO over agent episodes (issue 47, in part; docs/AGENT.md, "Episodes for RL").
+
+`AgentGRPOTrainer.rollouts` runs G episodes per instance in the sandbox (agent/driver.py) with the
+in-process sampler on the current weights, token-exact (agent/tokens.py), each judged by the
+harness at its end; `update_on_episodes` turns their trajectories into GRPO rows (rl/episodes.py:
+the verdict as reward, compact filtering, leave-one-out advantages) and runs the clipped update of
+the single-turn trainer (`GRPOTrainer._update`: PPO epochs, minibatches, KL, clip-higher, GSPO).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from swe_rl_jax.agent.config import AgentConfig
+from swe_rl_jax.agent.driver import EpisodeJob, Judge, run_episodes
+from swe_rl_jax.agent.environment import AgentEnvironment
+from swe_rl_jax.data.sources import Instance
+from swe_rl_jax.policies import Policy, derive_seed
+from swe_rl_jax.rl.config import GRPOConfig
+from swe_rl_jax.rl.episodes import build_episode_batch, episode_reward, kept_for_loss, loo_advantages
+from swe_rl_jax.rl.grpo import GRPOTrainer
+from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
+from swe_rl_jax.train import TrainState
+
+Trajectory = Mapping[str, Any]
+
+
+class AgentGRPOTrainer(GRPOTrainer):
+    def __init__(self, setup: TrainerSetup, state: TrainState, grpo: GRPOConfig, agent: AgentConfig,
+                 update: UpdateConfig, make_env: Optional[Callable[[], AgentEnvironment]] = None,
+                 judge: Optional[Judge] = None):
+        super().__init__(setup, state, grpo, agent.sampling, update)
+        self.agent, self.make_env, self.judge = agent, make_env, judge
+
+    def rollouts(self, state: TrainState, position: int, instances: Sequence[Instance],
+                 policy: Optional[Policy] = None) -> list[list[dict[str, Any]]]:
+        """G judged, token-exact episodes per instance: trajectory rows, grouped. `policy`: the
+        in-process sampler on the current weights unless given (one that returns token ids)."""
+        if self.make_env is None or self.judge is None or self.tokenizer is None:
+            raise ValueError("rollouts need make_env, judge and the setup's tokenizer")
+        if policy is None:
+            from swe_rl_jax.policies.sampler import SamplerPolicy
+
+            policy = SamplerPolicy(self.sample_cfg, self.sampling_params(state.params), self.tokenizer,
+                                   self.rollout_engine)
+        g = self.grpo.group_size
+        episodes = run_episodes([EpisodeJob(inst, s) for inst in instances for s in range(g)], policy, self.agent,
+                                self.make_env, seed=derive_seed("agent-grpo", position), judge=self.judge,
+                                tokenizer=self.tokenizer)
+        rows = [ep.to_json() for ep in episodes]
+        return [rows[i * g:(i + 1) * g] for i in range(len(instances))]
+
+    def update_on_episodes(self, state: TrainState, position: int,
+                           groups: Sequence[Sequence[Trajectory]]) -> tuple[TrainState, dict[str, float]]:
+        """One GRPO update on judged trajectories, grouped by instance (module docstring). Episodes
+        without tokens (no turn was sampled: a set-up or policy failure) are left out."""
+        groups = [[t for t in group if t.get("tokens")] for group in groups]
+        rewards = [[episode_reward(t) for t in group] for group in groups]
+        kept = [[kept_for_loss(t["exit_status"]) for t in group] for group in groups]
+        advantages = loo_advantages(rewards, kept)
+        flat = [t for group in groups for t in group]
+        if not flat:
+            raise ValueError("no episode with tokens to train on")
+        batch = build_episode_batch([t["tokens"] for t in flat], self.pad_id, [k for ks in kept for k in ks])
+        arrays = {**batch.arrays(), "advantages": batch.per_token(np.asarray([a for g in advantages for a in g]))}
+        counts = [t["counts"] for t in flat]
+        metrics = {"resolved_rate": float(np.mean([r for g in rewards for r in g])),
+                   "episodes": float(len(flat)), "filtered": float(len(flat) - sum(map(sum, kept))),
+                   "turns": float(np.mean([c["turns"] for c in counts])),
+                   "format_errors": float(np.mean([c["format_errors"] for c in counts])),
+                   "tool_seconds": float(np.mean([t["seconds"]["commands"] for t in flat])),
+                   "tokens": float(np.mean([len(t["tokens"]["ids"]) for t in flat]))}
+        if not batch.loss_mask.any() or not np.any(arrays["advantages"]):
+            return state, {**metrics, "loss": 0.0, "grad_norm": 0.0}  # nothing to learn from
+        state, update_metrics = self._update(state, position, arrays)
+        return state, {**metrics, **update_metrics}

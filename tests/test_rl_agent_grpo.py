@@ -1,0 +1,133 @@
+"""One GRPO update on judged agent episodes (rl/agent_grpo.py): the resolved episode's sampled tokens
+become likelier and the unresolved one's less likely; episodes with equal rewards change nothing."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from swe_rl_jax.agent.config import AgentConfig
+from swe_rl_jax.models import model_config_from_dict
+from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
+from swe_rl_jax.rl.agent_grpo import AgentGRPOTrainer
+from swe_rl_jax.rl.config import GRPOConfig
+from swe_rl_jax.rl.episodes import build_episode_batch
+from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig, policy_logprobs
+from swe_rl_jax.sampling import SamplingParams
+from swe_rl_jax.train import OptimizerConfig, create_train_state, make_optimizer
+
+CONFIG = model_config_from_dict(dict(family="llama", vocab_size=16, hidden_size=32, intermediate_size=64,
+                                     num_layers=1, num_heads=2, num_kv_heads=1, rope_theta=10000.0))
+
+
+def _trainer():
+    mesh, rules = make_mesh(MeshConfig()), get_rules("fsdp")
+    optimizer = make_optimizer(OptimizerConfig(lr=3e-2, total_steps=4, schedule="constant", clip_norm=1.0))
+    state, shardings = create_train_state(CONFIG, optimizer, mesh, rules, jax.random.PRNGKey(0))
+    agent = AgentConfig(sampling=SamplingParams(max_new_tokens=8, temperature=1.0, eos_ids=()))
+    trainer = AgentGRPOTrainer(TrainerSetup(CONFIG, shardings, optimizer, mesh, rules, pad_id=0), state,
+                               GRPOConfig(group_size=2, loss_agg="token-mean"), agent, UpdateConfig(overlong="none"))
+    return trainer, state
+
+
+def _episode(rng, exit_status: str, resolved: bool) -> dict:
+    """A multi-turn episode's tokens: prompt, sampled turn, observation, sampled turn."""
+    parts = [(rng.integers(1, 16, 5), 0), (rng.integers(1, 16, 4), 1), (rng.integers(1, 16, 3), 0),
+             (rng.integers(1, 16, 4), 1)]
+    ids = [int(t) for p, _ in parts for t in p]
+    mask = [m for p, m in parts for _ in p]
+    return {"exit_status": exit_status, "verdict": {"resolved": resolved}, "tokens": {"ids": ids, "mask": mask,
+            "logprobs": [0.0] * len(ids)}, "counts": {"turns": 2, "format_errors": 0}, "seconds": {"commands": 0.0}}
+
+
+def _sampled_logprob(params, episode: dict) -> float:
+    batch = build_episode_batch([episode["tokens"]], pad_id=0)
+    logp = np.asarray(policy_logprobs(CONFIG, params, {k: jnp.asarray(v) for k, v in batch.arrays().items()},
+                                      UpdateConfig(), temperature=1.0)[0])
+    return float(logp[batch.loss_mask > 0].sum())
+
+
+def _on_policy(params, episode: dict) -> dict:
+    """The episode with the current policy's log-probs as the sampler's (an on-policy update)."""
+    batch = build_episode_batch([episode["tokens"]], pad_id=0)
+    logp = np.asarray(policy_logprobs(CONFIG, params, {k: jnp.asarray(v) for k, v in batch.arrays().items()},
+                                      UpdateConfig(), temperature=1.0)[0])
+    tokens = dict(episode["tokens"])
+    tokens["logprobs"] = [0.0] + [float(x) if m else 0.0 for x, m in zip(logp[0], tokens["mask"][1:])]
+    return {**episode, "tokens": tokens}
+
+
+def test_an_update_on_judged_episodes_moves_each_episodes_tokens_by_its_advantage():
+    trainer, state = _trainer()
+    rng = np.random.default_rng(0)
+    good, bad = _episode(rng, "submitted", True), _episode(rng, "submitted", False)
+    # A resolved episode ended by the step limit: compact filtering keeps it out of loss and baseline.
+    filtered = _episode(rng, "step_limit", True)
+    groups = [[_on_policy(state.params, good), _on_policy(state.params, bad)],
+              [_on_policy(state.params, filtered), _on_policy(state.params, _episode(rng, "submitted", False))]]
+    before = [_sampled_logprob(state.params, e) for e in (good, bad)]
+    new_state, metrics = trainer.update_on_episodes(state, 0, groups)
+    after = [_sampled_logprob(new_state.params, e) for e in (good, bad)]
+    assert after[0] > before[0] and after[1] < before[1], (before, after)
+    assert metrics["filtered"] == 1 and metrics["episodes"] == 4 and metrics["resolved_rate"] == 0.5
+    # Equal rewards in every group (after filtering): no signal, no step, the state as it was.
+    same, metrics = trainer.update_on_episodes(new_state, 1, [[_on_policy(new_state.params, bad)] * 2, groups[1]])
+    assert metrics["loss"] == 0.0 and same is new_state
+
+
+def test_a_step_over_sandboxed_episodes_judged_by_the_harness(repos, open_dir, tmp_path_factory):
+    """rollouts -> update on the sample: G=2 episodes per instance in the sandbox, token-exact, judged
+    by the harness; a scripted token policy writes the gold fix in sample 0 and gives up in sample 1,
+    so the judge's verdicts are 1 and 0 and the update has a signal."""
+    import sys
+    from pathlib import Path
+
+    from swe_rl_jax.agent.environment import AgentEnvironment
+    from swe_rl_jax.agent.judge import make_judge
+    from swe_rl_jax.data.sources import RepoLocator, load_instances
+    from swe_rl_jax.harness import EnvironmentOptions, load_specs
+    from swe_rl_jax.policies import PolicyResponse, Sampled
+    from swe_rl_jax.tokenizer import load_tokenizer, smollm2_gguf_path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "tools"))
+    from scripted_agent import SUBMIT_COMMAND, gold_fix_turns, turn
+
+    tok = load_tokenizer(smollm2_gguf_path())
+    instances = load_instances(root / "data" / "sample" / "instances.jsonl")[:1]
+    locator, specs = RepoLocator(str(repos)), load_specs(root / "data" / "sample" / "specs.json")
+    script = {(i.instance_id, 0): gold_fix_turns(i, locator.find(i.repo)) for i in instances}
+    script.update({(i.instance_id, 1): [turn("Give up.", SUBMIT_COMMAND)] for i in instances})
+
+    class ScriptedTokens:
+        def generate(self, requests):
+            out = []
+            for r in requests:
+                instance_id, _, sample = r.task_id.rsplit("/", 2)
+                text = script[(instance_id, int(sample))][r.first]
+                ids = tuple(tok.hf.encode(text, add_special_tokens=False)) + (tok.eos_ids[0],)
+                out.append(PolicyResponse(r.task_id, (text,), samples=(Sampled(ids, (0.0,) * len(ids), "eos"),)))
+            return out
+
+    vocab = len(tok.hf)
+    config = model_config_from_dict(dict(family="llama", vocab_size=vocab, hidden_size=16, intermediate_size=32,
+                                         num_layers=1, num_heads=2, num_kv_heads=1, rope_theta=10000.0))
+    mesh, rules = make_mesh(MeshConfig()), get_rules("fsdp")
+    optimizer = make_optimizer(OptimizerConfig(lr=1e-2, total_steps=1, schedule="constant"))
+    state, shardings = create_train_state(config, optimizer, mesh, rules, jax.random.PRNGKey(0))
+    env_options = EnvironmentOptions(cache_dir=str(tmp_path_factory.mktemp("envs")))
+    agent = AgentConfig(sampling=SamplingParams(max_new_tokens=8, temperature=1.0), command_timeout_s=60)
+    work = open_dir / "agent_grpo"
+    trainer = AgentGRPOTrainer(TrainerSetup(config, shardings, optimizer, mesh, rules, pad_id=tok.pad_id,
+                                            tokenizer=tok), state, GRPOConfig(group_size=2, loss_agg="token-mean"),
+                               agent, UpdateConfig(overlong="none"),
+                               make_env=lambda: AgentEnvironment(agent, locator, specs, env_options, work),
+                               judge=make_judge(agent, locator, specs, env_options, work))
+    groups = trainer.rollouts(state, 0, instances, policy=ScriptedTokens())
+    assert [[t["instance_id"] for t in g] for g in groups] == [[i.instance_id] * 2 for i in instances]
+    assert [[t["verdict"]["resolved"] for t in g] for g in groups] == [[True, False]]
+    for group in groups:
+        for t in group:
+            # Token-exact: the sampled spans are the scripted answers' ids, the mask exactly those.
+            assert sum(t["tokens"]["mask"]) == sum(len(tok.hf.encode(x["answer"], add_special_tokens=False)) + 1
+                                                   for x in t["turns"])
+    new_state, metrics = trainer.update_on_episodes(state, 0, groups)
+    assert metrics["resolved_rate"] == 0.5 and metrics["loss"] != 0.0 and new_state is not state
