@@ -622,7 +622,8 @@ def test_the_diff_runs_nothing_of_the_tree_and_follows_no_link(runs, world):
 @pytest.mark.parametrize("name", ["diff_too_big", "diff_hash_bomb"])
 def test_a_tree_over_the_diffs_byte_limit_fails_at_once(runs, name):
     """Changed files over MAX_DIFF_BYTES; and 21 GB of hard links and sparse files on 7 MB of disk,
-    which the diff's snapshot hashed for 20 s and more (harness/workspace.py, `tree_bytes`)."""
+    which the diff's snapshot hashed for 20 s and more (harness/workspace.py, `Workspace.diff`;
+    treestate.tree_bytes)."""
     ep, obs = runs["episodes"][name]
     assert ep.exit_status in ("diff_failed", "setup_error") and ep.error.startswith("diff_failed"), \
         (ep.exit_status, ep.error)

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import logging
 import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from swe_rl_jax.agent.actions import BashAction
 from swe_rl_jax.agent.config import AgentConfig
 from swe_rl_jax.agent.environment import AgentEnvironment, SetupError
 from swe_rl_jax.agent.episode import Episode
@@ -59,10 +59,6 @@ def _setup(live: _Live) -> str:
         live.episode.seconds["setup"] += time.perf_counter() - start
 
 
-def _step(live: _Live, action: BashAction) -> Any:
-    return live.env.step(action)
-
-
 def _finish(live: _Live, judge: Optional[Judge]) -> None:
     """The submission's diff and verdict, then the work tree removed."""
     start = time.perf_counter()
@@ -74,21 +70,6 @@ def _finish(live: _Live, judge: Optional[Judge]) -> None:
     finally:
         live.env.close()
         live.episode.seconds["submission"] += time.perf_counter() - start
-
-
-class _closing:
-    """On the way out of `run_episodes` (an error of the run, an interrupt), the work trees still open
-    are removed; entered first, so it exits after the pools, when no command runs in them any more."""
-
-    def __init__(self, live: dict[int, _Live]):
-        self.live = live
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        for item in self.live.values():
-            item.env.close()
 
 
 def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig,
@@ -105,12 +86,16 @@ def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig
     todo = collections.deque(range(len(jobs)))
     live: dict[int, _Live] = {}
     waiting: list[int] = []  # episodes that wait for an answer
-    futures: dict[concurrent.futures.Future, tuple[str, list[int], Any]] = {}
+    futures: dict[concurrent.futures.Future, tuple[str, list[int]]] = {}  # -> (kind, episodes)
     answered_any, failed_requests = False, 0
     policy_busy = False
 
-    with _closing(live), interruptible_pool(config.command_workers) as pool, \
-            concurrent.futures.ThreadPoolExecutor(1 if batched else config.episodes_in_flight) as asking:
+    with contextlib.ExitStack() as stack:
+        # On the way out (an error of the run, an interrupt) the work trees still open are removed:
+        # registered first, so it runs after the pools are shut, when no command runs in them any more.
+        stack.callback(lambda: [item.env.close() for item in live.values()])
+        pool = stack.enter_context(interruptible_pool(config.command_workers))
+        asking = stack.enter_context(concurrent.futures.ThreadPoolExecutor(1 if batched else config.episodes_in_flight))
 
         def closed(k: int) -> None:
             ep = live.pop(k).episode
@@ -119,7 +104,7 @@ def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig
                 on_done(k, ep)
 
         def end(k: int) -> None:  # the episode is over: diff, verdict and clean-up on the pool
-            futures[pool.submit(_finish, live[k], judge)] = ("finish", [k], None)
+            futures[pool.submit(_finish, live[k], judge)] = ("finish", [k])
 
         def next_turn(k: int) -> None:
             if live[k].episode.limit_before_turn():
@@ -132,8 +117,7 @@ def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig
             if on_round is not None:
                 on_round(len(requests))
             started = time.perf_counter()
-            futures[asking.submit(lambda: (policy.generate(requests), time.perf_counter() - started))] = \
-                ("ask", ks, None)
+            futures[asking.submit(lambda: (policy.generate(requests), time.perf_counter() - started))] = ("ask", ks)
 
         def answered(ks: list[int], responses: list[PolicyResponse], seconds: float) -> None:
             nonlocal answered_any, failed_requests
@@ -146,7 +130,7 @@ def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig
                     failed_requests += 1
                 action = live[k].episode.answered(response, seconds)
                 if action is not None:
-                    futures[pool.submit(_step, live[k], action)] = ("step", [k], action)
+                    futures[pool.submit(live[k].env.step, action)] = ("step", [k])
                 elif live[k].episode.done:
                     end(k)
                 else:
@@ -161,7 +145,7 @@ def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig
                 job = jobs[k]
                 live[k] = _Live(job, Episode(job.instance.instance_id, job.sample, config, tokenizer=tokenizer),
                                 make_env())
-                futures[pool.submit(_setup, live[k])] = ("setup", [k], None)
+                futures[pool.submit(_setup, live[k])] = ("setup", [k])
             if waiting and batched and not policy_busy:
                 ask(list(waiting))
                 waiting.clear()
@@ -172,7 +156,7 @@ def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig
                 waiting.clear()
             done, _ = concurrent.futures.wait(list(futures), return_when=concurrent.futures.FIRST_COMPLETED)
             for future in done:
-                kind, ks, action = futures.pop(future)
+                kind, ks = futures.pop(future)
                 if kind == "ask":
                     policy_busy = False
                     responses, seconds = future.result()  # a crash of the policy is the run's

@@ -25,9 +25,9 @@ from jinja2 import StrictUndefined, Template
 
 from swe_rl_jax.agent.actions import BashAction, is_submission
 from swe_rl_jax.agent.config import AgentConfig
-from swe_rl_jax.data.sources import GitError, GitRepo, Instance, RepoLocator
-from swe_rl_jax.harness.defaults import resolve_spec
-from swe_rl_jax.harness.environments import EnvironmentBuildError, EnvironmentOptions, ensure_environment
+from swe_rl_jax.data.sources import GitError, Instance, RepoLocator
+from swe_rl_jax.harness.environments import EnvironmentOptions
+from swe_rl_jax.harness.evaluation import InstanceSetupError, instance_environment
 from swe_rl_jax.harness.specs import RepoSpec, spec_for
 from swe_rl_jax.harness.workspace import Workspace, WorkspaceError
 
@@ -91,25 +91,19 @@ class AgentEnvironment:
         self.work_dir = work_dir
         self._stack: Optional[contextlib.ExitStack] = None
         self._workspace: Optional[Workspace] = None
-        self.cpu_seconds = 0.0
-        self.commands = 0
+        self.cpu_seconds = 0.0  # the episode's commands', against `episode_command_s`
 
     def reset(self, instance: Instance) -> str:
         """Opens the instance's work tree (SetupError when it cannot be) and returns the task: the
         instance template with the issue text."""
         self.close()
-        repo_dir = self.locator.find(instance.repo)
-        if repo_dir is None:
-            raise SetupError("missing_repository", f"no clone of {instance.repo}")
         try:
-            if GitRepo(repo_dir).resolve(instance.base_commit) is None:
-                raise SetupError("missing_base_commit", f"{instance.base_commit} not in {repo_dir}")
-            spec = resolve_spec(spec_for(instance, self.specs), repo_dir, instance.base_commit)
-            env = ensure_environment(spec.environment, self.env_options)
-        except GitError as e:
+            repo_dir, spec, env = instance_environment(instance, self.locator.find(instance.repo),
+                                                       spec_for(instance, self.specs), self.env_options)
+        except InstanceSetupError as e:
+            raise SetupError(e.kind, str(e)) from None
+        except GitError as e:  # the base commit's files unreadable while completing the spec
             raise SetupError("missing_repository", str(e)) from None
-        except EnvironmentBuildError as e:
-            raise SetupError("env_build_failed", str(e)) from None
         stack = contextlib.ExitStack()
         try:
             self._workspace = stack.enter_context(Workspace.open(
@@ -120,7 +114,7 @@ class AgentEnvironment:
             stack.close()
             raise SetupError(e.kind, str(e)) from None
         self._stack = stack
-        self.cpu_seconds, self.commands = 0.0, 0
+        self.cpu_seconds = 0.0
         return render(self.config.instance_template, task=instance.problem_statement)
 
     @property
@@ -131,7 +125,6 @@ class AgentEnvironment:
 
     def step(self, action: BashAction) -> Observation:
         result = self.workspace.run(action.command, self.config.command_limits())
-        self.commands += 1
         self.cpu_seconds += result.cpu_seconds
         output = {"returncode": -1 if result.returncode is None else result.returncode, "output": result.output,
                   "output_chars": result.output_chars, "head": result.output_head or result.output,

@@ -48,7 +48,6 @@ class Episode:
     error: str = ""
     patch: str = ""
     verdict: Optional[dict[str, Any]] = None
-    format_errors: int = 0
     consecutive_format_errors: int = 0
     seconds: dict[str, float] = dataclasses.field(default_factory=lambda: {"setup": 0.0, "policy": 0.0,
                                                                              "commands": 0.0, "submission": 0.0})
@@ -61,6 +60,17 @@ class Episode:
     @property
     def done(self) -> bool:
         return bool(self.exit_status)
+
+    @property
+    def format_errors(self) -> int:
+        return sum(t["format_error"] for t in self.turns)
+
+    def counts(self) -> dict[str, Any]:
+        """The trajectory's `counts`."""
+        commands = [t for t in self.turns if "command" in t]
+        return {"turns": len(self.turns), "format_errors": self.format_errors, "commands": len(commands),
+                "timed_out_commands": sum(bool(t.get("timed_out")) for t in commands),
+                "command_cpu_seconds": round(sum(t.get("cpu_seconds", 0.0) for t in commands), 3)}
 
     def end(self, status: str, error: str = "") -> None:
         assert status in EXIT_STATUSES, status
@@ -125,7 +135,6 @@ class Episode:
         self.turns.append(turn)
         if isinstance(parsed, FormatError):
             turn["format_error"] = True
-            self.format_errors += 1
             self.consecutive_format_errors += 1
             self._observe(parsed.message)
             if 0 < self.config.max_consecutive_format_errors <= self.consecutive_format_errors:
@@ -146,13 +155,9 @@ class Episode:
 
     def to_json(self) -> dict[str, Any]:
         """The trajectory row (docs/AGENT.md, "Trajectories")."""
-        commands = [t for t in self.turns if "command" in t]
         return {
             "instance_id": self.instance_id, "sample": self.sample, "exit_status": self.exit_status,
-            "error": self.error, "patch": self.patch, "verdict": self.verdict,
-            "counts": {"turns": len(self.turns), "format_errors": self.format_errors, "commands": len(commands),
-                       "timed_out_commands": sum(bool(t.get("timed_out")) for t in commands),
-                       "command_cpu_seconds": round(sum(t.get("cpu_seconds", 0.0) for t in commands), 3)},
+            "error": self.error, "patch": self.patch, "verdict": self.verdict, "counts": self.counts(),
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "turns": self.turns, "messages": self.messages,
             "tokens": self.tokens.to_json() if self.tokens is not None else None,

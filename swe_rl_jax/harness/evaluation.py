@@ -35,14 +35,14 @@ from typing import Any, Mapping, Optional, Sequence
 from swe_rl_jax.config import require
 from swe_rl_jax.data.records import iter_jsonl
 from swe_rl_jax.data.sources import GitError, GitRepo, InputError, Instance, RepoLocator
-from swe_rl_jax.files import absolute, input_file, replacing_dir, write_text_atomic
+from swe_rl_jax.files import absolute, input_file, output_dir, replacing_dir, write_text_atomic
 from swe_rl_jax.harness.defaults import resolve_spec
-from swe_rl_jax.harness.environments import EnvironmentBuildError, EnvironmentOptions, ensure_environment
+from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, ensure_environment
 from swe_rl_jax.harness.grading import NO, RESOLUTION_STATUSES, FULL, resolution_status, tests_status, xfail_outcomes
 from swe_rl_jax.harness.pytestguard import MAX_FAILING_SENTINELS
 from swe_rl_jax.harness.runner import TestRun, run_tests
 from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, interruptible_pool, isolation_mode
-from swe_rl_jax.harness.specs import RepoSpec, spec_for
+from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,31 @@ class HarnessOptions:
         # which work in other directories (a relative one made every patch `does_not_apply`).
         if self.work_dir:
             object.__setattr__(self, "work_dir", str(absolute(self.work_dir)))
+
+
+@dataclasses.dataclass(frozen=True)
+class HarnessPlaces:
+    """Where a run's harness work happens: the spec table, the isolation mode, the environment cache
+    and the work directory."""
+
+    specs: Mapping[str, RepoSpec]
+    isolation: str
+    env_options: EnvironmentOptions
+    work_dir: Path
+
+
+def harness_places(section: str, specs: str, env_cache: str, work_dir: str, isolation: Isolation) -> HarnessPlaces:
+    """The places of a run's config section (`verification`, `agent`: errors name `section.key`),
+    checked before any model loads or test runs: the spec file read ("" = the built-in table),
+    the isolation mode available, the paths absolute, the work directory ("" = the system's
+    temporary directory) made and passable by the sandbox user."""
+    table = load_specs(specs, f"{section}.specs") if specs else {}
+    mode = isolation_mode(isolation)
+    env_options = EnvironmentOptions(cache_dir=str(output_dir(env_cache, f"{section}.env_cache")) if env_cache else "")
+    place = output_dir(work_dir, f"{section}.work_dir") if work_dir else Path(tempfile.gettempdir())
+    place.mkdir(parents=True, exist_ok=True)
+    check_work_dir(place, mode)
+    return HarnessPlaces(table, mode, env_options, place)
 
 
 def load_predictions(path: str | Path, what: str = "predictions file") -> list[dict[str, Any]]:
@@ -114,6 +139,34 @@ def _run_error(run: TestRun) -> Optional[str]:
     return run.error or None
 
 
+class InstanceSetupError(Exception):
+    """An instance whose code cannot be run here (`kind`: missing_repository, missing_base_commit,
+    env_build_failed)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def instance_environment(instance: Instance, repo_dir: Optional[Path], spec: RepoSpec,
+                         env_options: EnvironmentOptions) -> tuple[Path, RepoSpec, Environment]:
+    """The clone, the spec completed from the base commit (defaults.resolve_spec) and the cached
+    environment of `instance`: what a test run or an agent's work tree starts from.
+    InstanceSetupError when the clone or its base commit is missing or the environment does not build."""
+    if repo_dir is None:
+        raise InstanceSetupError("missing_repository", f"no clone of {instance.repo}")
+    try:
+        if GitRepo(repo_dir).resolve(instance.base_commit) is None:
+            raise InstanceSetupError("missing_base_commit", f"{instance.base_commit} not in {repo_dir}")
+    except GitError as e:
+        raise InstanceSetupError("missing_repository", str(e)) from None
+    try:
+        spec = resolve_spec(spec, repo_dir, instance.base_commit)
+        return repo_dir, spec, ensure_environment(spec.environment, env_options)
+    except EnvironmentBuildError as e:
+        raise InstanceSetupError("env_build_failed", str(e)) from None
+
+
 def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[Path], spec: RepoSpec,
                       options: HarnessOptions, isolation: str) -> dict[str, Any]:
     """One instance's record (see the module docstring). Never raises for a problem of the instance."""
@@ -123,20 +176,10 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
                        message="the instance has no FAIL_TO_PASS or PASS_TO_PASS tests")
     if not model_patch.strip():
         return _record(instance.instance_id, model_patch, error="empty_patch", message="no patch to apply")
-    if repo_dir is None:
-        return _record(instance.instance_id, model_patch, error="missing_repository",
-                       message=f"no clone of {instance.repo}")
     try:
-        if GitRepo(repo_dir).resolve(instance.base_commit) is None:
-            return _record(instance.instance_id, model_patch, error="missing_base_commit",
-                           message=f"{instance.base_commit} not in {repo_dir}")
-    except GitError as e:
-        return _record(instance.instance_id, model_patch, error="missing_repository", message=str(e))
-    try:
-        spec = resolve_spec(spec, repo_dir, instance.base_commit)
-        env = ensure_environment(spec.environment, options.env)
-    except EnvironmentBuildError as e:
-        return _record(instance.instance_id, model_patch, error="env_build_failed", message=str(e))
+        repo_dir, spec, env = instance_environment(instance, repo_dir, spec, options.env)
+    except InstanceSetupError as e:
+        return _record(instance.instance_id, model_patch, error=e.kind, message=str(e))
     run = run_tests(repo_dir, instance.base_commit, model_patch, instance.fail_to_pass + instance.pass_to_pass, env,
                     spec, test_patch=instance.test_patch, fail_to_pass=instance.fail_to_pass, limits=options.limits,
                     install_timeout_s=options.env.build_timeout_s, isolation=isolation,

@@ -1,5 +1,7 @@
 """What a work tree holds, read without following links: a snapshot to compare before and after
-a sandboxed step (the install step may change only what integrity.install_may_change allows).
+a sandboxed step (the install step may change only what integrity.install_may_change allows; an
+agent's diff is what changed since its set-up, workspace.py), the files' total size, and one file's
+bytes.
 
 Nothing of the sandbox runs while a snapshot is taken (the step's PID namespace is gone), and
 every file is opened with O_NOFOLLOW relative to a directory opened the same way, so a link the
@@ -47,6 +49,23 @@ def snapshot(root: Path, skip: frozenset[str] = frozenset({".git"})) -> dict[str
         return dict(_entries(fd, "", skip))
     finally:
         os.close(fd)
+
+
+def tree_bytes(root: Path) -> int:
+    """The bytes of the regular files under `root` by their sizes (links not followed, the top-level
+    `.git` left out, a file counted at each of its hard links): what `snapshot` reads to hash them."""
+    total, todo = 0, [(os.fspath(root), True)]
+    while todo:
+        directory, top = todo.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if top and entry.name == ".git":
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append((entry.path, False))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+    return total
 
 
 def changed_paths(before: dict[str, State], after: dict[str, State]) -> list[str]:

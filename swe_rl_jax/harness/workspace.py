@@ -31,7 +31,7 @@ from swe_rl_jax.harness.environments import Environment, EnvironmentOptions
 from swe_rl_jax.harness.runner import _in_sandbox, _install, _prepare, _Prepared, _scratch
 from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, isolation_mode, sandbox_user
 from swe_rl_jax.harness.specs import RepoSpec
-from swe_rl_jax.harness.treestate import State, changed_paths, read_file, snapshot
+from swe_rl_jax.harness.treestate import State, changed_paths, read_file, snapshot, tree_bytes
 
 MAX_DIFF_BYTES = 32 << 20  # the changed files' bytes a diff reads at most
 
@@ -84,23 +84,6 @@ def copy_changes(source: Path, after: Mapping[str, State], changed: list[str], t
             dest.chmod(0o755 if after[path][1] & 0o111 else 0o644)
         elif kind == "link":
             os.symlink(after[path][2], dest)
-
-
-def tree_bytes(root: Path) -> int:
-    """The bytes of the regular files under `root` by their sizes (links not followed, the top-level
-    `.git` left out, a file counted at each of its hard links): what `snapshot` reads to hash them."""
-    total, todo = 0, [(os.fspath(root), True)]
-    while todo:
-        directory, top = todo.pop()
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if top and entry.name == ".git":
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    todo.append((entry.path, False))
-                elif entry.is_file(follow_symlinks=False):
-                    total += entry.stat(follow_symlinks=False).st_size
-    return total
 
 
 class Workspace:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -23,10 +22,7 @@ from swe_rl_jax.agent.environment import AgentEnvironment
 from swe_rl_jax.agent.episode import Episode
 from swe_rl_jax.agent.judge import make_judge
 from swe_rl_jax.data.sources import Instance, RepoLocator
-from swe_rl_jax.files import output_dir
-from swe_rl_jax.harness.environments import EnvironmentOptions
-from swe_rl_jax.harness.sandbox import check_work_dir, isolation_mode
-from swe_rl_jax.harness.specs import load_specs
+from swe_rl_jax.harness.evaluation import harness_places
 from swe_rl_jax.policies import Policy
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.output import append_rows, pending_instances
@@ -71,13 +67,8 @@ def run_agent_scaffold(config: ResolveConfig, instances: list[Instance], policy:
     locator = RepoLocator(config.repos)
     locator.require_some(i.repo for i in instances)
     # Checked before the model loads: the spec file, the sandbox, the directories.
-    specs = load_specs(agent.specs, "agent.specs") if agent.specs else {}
-    isolation = isolation_mode(agent.isolation)
-    env_options = EnvironmentOptions(cache_dir=str(output_dir(agent.env_cache, "agent.env_cache"))
-                                     if agent.env_cache else "")
-    work_dir = output_dir(agent.work_dir, "agent.work_dir") if agent.work_dir else Path(tempfile.gettempdir())
-    work_dir.mkdir(parents=True, exist_ok=True)
-    check_work_dir(work_dir, isolation)
+    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, agent.isolation)
+    specs, env_options, work_dir = places.specs, places.env_options, places.work_dir
     pending, resumed = pending_instances(instances, out, trace, name)
     begin = time.perf_counter()
     episodes: list[Episode] = []
@@ -123,7 +114,7 @@ def _summary(instances: list[Instance], resumed: int, episodes: list[Episode], s
         "exit_status": dict(sorted(collections.Counter(ep.exit_status for ep in episodes).items())),
         "turns": turns,
         "format_errors": sum(ep.format_errors for ep in episodes),
-        "timed_out_commands": sum(ep.to_json()["counts"]["timed_out_commands"] for ep in episodes),
+        "timed_out_commands": sum(ep.counts()["timed_out_commands"] for ep in episodes),
         # Per turn: the run's wall clock (episodes overlap), and what an episode waited for its answer
         # (a batched generate call's whole time counts for each episode in it) and its command.
         "seconds_per_turn": round(seconds / turns, 3) if turns else 0.0,

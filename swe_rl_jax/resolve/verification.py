@@ -39,7 +39,6 @@ Per instance, with `VerificationConfig`:
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -49,14 +48,14 @@ from swe_rl_jax.config import require
 from swe_rl_jax.data import prompts
 from swe_rl_jax.data.patches import PatchError
 from swe_rl_jax.data.sources import GitError, GitRepo, Instance
-from swe_rl_jax.files import output_dir, output_file
-from swe_rl_jax.harness.evaluation import SETUP_ERRORS
+from swe_rl_jax.files import output_file
+from swe_rl_jax.harness.evaluation import SETUP_ERRORS, harness_places
 from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.directives import django_label, patch_files
-from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, ensure_environment
+from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, ensure_environment
 from swe_rl_jax.harness.runner import run_script, run_tests
-from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, interruptible_pool, isolation_mode
-from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for
+from swe_rl_jax.harness.sandbox import Isolation, Limits, interruptible_pool
+from swe_rl_jax.harness.specs import RepoSpec, spec_for
 from swe_rl_jax.resolve.candidates import Candidate
 from swe_rl_jax.resolve.regression import (excluded_tests, is_test_module, passing_at_base, regression_failures,
                                            related_test_files)
@@ -244,16 +243,11 @@ class Verifier:
         self.config = config
         self.clones = clones
         # Paths absolute and checked here, before any test runs (module docstring).
-        self.specs = load_specs(config.specs, "verification.specs") if config.specs else {}
-        self.isolation = isolation_mode(config.isolation)
+        places = harness_places("verification", config.specs, config.env_cache, config.work_dir, config.isolation)
+        self.specs, self.isolation, self.env_options, self.work_dir = \
+            places.specs, places.isolation, places.env_options, places.work_dir
         self.limits = Limits(timeout_s=config.timeout_s, memory_mb=config.memory_mb,
                              max_processes=config.max_processes, wall_timeout_s=config.wall_timeout_s)
-        self.env_options = EnvironmentOptions(
-            cache_dir=str(output_dir(config.env_cache, "verification.env_cache")) if config.env_cache else "")
-        self.work_dir = output_dir(config.work_dir, "verification.work_dir") if config.work_dir \
-            else Path(tempfile.gettempdir())
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        check_work_dir(self.work_dir, self.isolation)
         self.cache = TestCache(output_file(cache_path, "verification.cache"))
         self.harness = dict(limits=self.limits, install_timeout_s=self.env_options.build_timeout_s,
                             isolation=self.isolation, work_dir=self.work_dir,
