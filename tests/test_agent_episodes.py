@@ -225,3 +225,25 @@ def test_an_in_process_model_runs_episodes_end_to_end_whatever_it_writes(sample,
         assert len(tokens["ids"]) == len(tokens["mask"]) == len(tokens["logprobs"]) and 2 <= sum(tokens["mask"]) <= 16
     assert summary["format_errors"] == sum(t["counts"]["format_errors"] for t in trajectories)
     assert summary["policy_wait_seconds_per_turn"] > 0 and summary["seconds_per_turn"] > 0
+
+
+def test_a_tree_too_deep_to_walk_has_no_diff_and_leaves_nothing_on_the_host(sample):
+    """2,000 nested directories (paths past PATH_MAX, deeper than Python's recursion limit): the diff
+    fails as the agent's doing (diff_failed), and the workspace is removed from the host all the same
+    (shutil.rmtree raised RecursionError on it, which its ignore_errors does not cover)."""
+    from swe_rl_jax.harness.workspace import WorkspaceError
+
+    inst = sample["instances"][0]
+    repo = sample["locator"].find(inst.repo)
+    spec = resolve_spec(spec_for(inst, sample["specs"]), repo, inst.base_commit)
+    env = ensure_environment(spec.environment, EnvironmentOptions(cache_dir=sample["env_cache"]))
+    work = sample["work"] / "deep"
+    work.mkdir(parents=True)
+    with Workspace.open(repo, inst.base_commit, env, spec, work_dir=work) as ws:
+        made = ws.run("python -c \"import os\nfor _ in range(2000): os.mkdir('d'); os.chdir('d')\nopen('f', 'w')\"",
+                      Limits(timeout_s=20))
+        assert made.returncode == 0, made.output
+        with pytest.raises(WorkspaceError) as failed:
+            ws.diff()
+        assert failed.value.kind == "diff_failed"
+    assert list(work.iterdir()) == []

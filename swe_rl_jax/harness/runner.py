@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
@@ -69,7 +68,7 @@ from swe_rl_jax.harness.patching import ApplyResult, apply_patch
 from swe_rl_jax.harness.pytestguard import AUTOLOAD_OFF, MAX_FAILING_SENTINELS, place_sentinels, plugin_args, \
     runs_pytest
 from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, View, isolation_mode, prepare_sandbox, \
-    run_isolated, sandbox_user
+    remove_tree, run_isolated, sandbox_user
 from swe_rl_jax.harness.specs import RepoSpec
 from swe_rl_jax.harness.testlog import FAILURE
 from swe_rl_jax.harness.treestate import changed_paths, snapshot
@@ -331,7 +330,7 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
                        sentinels.bound if sentinels else None)
     finally:
         if not keep:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -384,4 +383,4 @@ def run_script(repo_dir: Path, commit: str, model_patch: str, script: str, env: 
                          message, result.seconds, isolation, tuple(run.reset))
     finally:
         if not keep:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch)

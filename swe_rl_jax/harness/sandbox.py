@@ -435,6 +435,15 @@ def prepare_sandbox(sandbox_dir: Path, isolation: str, uid: int = NOBODY_UID) ->
             os.lchown(os.path.join(root, name), uid, uid)
 
 
+def remove_tree(path: Path) -> None:
+    """Removes a run's directory whatever its sandboxed code left in it. Coreutils `rm` walks a
+    tree of any depth and follows no link; `shutil.rmtree` recurses in Python and past about 1,000
+    levels (a loop of `mkdir d && cd d`) raises RecursionError, which its `ignore_errors` does not
+    cover: the run failed and its tree stayed on the host's disk."""
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
+                   capture_output=True, check=False)
+
+
 def _stat_times(pid: int) -> float:
     """CPU seconds of `pid` and of its children it has waited for (utime, stime, cutime, cstime)."""
     with open(f"/proc/{pid}/stat", "rb") as f:

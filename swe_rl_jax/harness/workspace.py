@@ -29,7 +29,7 @@ from typing import Iterator, Mapping, Optional
 from swe_rl_jax.harness.checkout import CheckoutError, checkout, git
 from swe_rl_jax.harness.environments import Environment, EnvironmentOptions
 from swe_rl_jax.harness.runner import _in_sandbox, _install, _prepare, _Prepared, _scratch
-from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, isolation_mode, sandbox_user
+from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, isolation_mode, remove_tree, sandbox_user
 from swe_rl_jax.harness.specs import RepoSpec
 from swe_rl_jax.harness.treestate import State, changed_paths, read_file, snapshot, tree_bytes
 
@@ -117,7 +117,7 @@ class Workspace:
         mode = isolation_mode(isolation)
         scratch = _scratch(work_dir)
         with contextlib.ExitStack() as stack:
-            stack.callback(shutil.rmtree, scratch, ignore_errors=True)
+            stack.callback(remove_tree, scratch)
             store_root = history_root or scratch / "history"
             prepared = _prepare(scratch, Path(repo_dir), commit, "", env, spec, "", [], mode, store_root)
             if prepared.error:
@@ -141,15 +141,17 @@ class Workspace:
         # hours). Files the snapshot finds unchanged hold at most the set-up's bytes, changed ones
         # at most `max_bytes` (copy_changes), so a tree over their sum cannot have a diff anyway
         # (a nested `.git` counts too: the snapshot reads it, though the diff leaves it out).
-        size = tree_bytes(self._run.worktree)
-        if size > self._baseline_bytes + max_bytes:
-            raise WorkspaceError("diff_failed", f"the work tree holds {size} bytes of files, over the "
-                                 f"{self._baseline_bytes} it started with plus the diff's limit of {max_bytes}")
-        after = snapshot(self._run.worktree)
-        changed = [p for p in changed_paths(self._baseline, after) if ".git" not in p.split("/")]
         self._diffs += 1
         clean = self._run.scratch / f"diff-{self._diffs}"
         try:
+            size = tree_bytes(self._run.worktree)
+            if size > self._baseline_bytes + max_bytes:
+                raise WorkspaceError("diff_failed", f"the work tree holds {size} bytes of files, over the "
+                                     f"{self._baseline_bytes} it started with plus the diff's limit of {max_bytes}")
+            # A tree too deep to walk (paths past PATH_MAX: OSError; past Python's recursion limit:
+            # RecursionError, a RuntimeError) has no diff either.
+            after = snapshot(self._run.worktree)
+            changed = [p for p in changed_paths(self._baseline, after) if ".git" not in p.split("/")]
             checkout(self._repo_dir, self._commit, clean, self._store_root)
             copy_changes(self._run.worktree, after, changed, clean, max_bytes)
             git(clean, "add", "-A")
@@ -157,6 +159,6 @@ class Workspace:
         except (ValueError, OSError, CheckoutError, RuntimeError) as e:
             raise WorkspaceError("diff_failed", str(e)) from None
         finally:
-            shutil.rmtree(clean, ignore_errors=True)
+            remove_tree(clean)
 
 
