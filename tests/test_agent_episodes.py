@@ -188,6 +188,8 @@ def test_bad_input_is_one_line_or_a_counted_episode_error(sample, tmp_path, caps
                                 "endpoint.max_retries=0", f"endpoint.cache_dir={tmp_path / 'c'}", "limit=2")) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: every agent turn request failed")
+    # Nothing written for episodes the policy left unanswered: a rerun with the endpoint up runs them.
+    assert not out.exists() or out.read_text() == ""
     # An environment that cannot be built: every episode a counted setup error, none kept, exit 1.
     specs = json.loads((SAMPLE / "specs.json").read_text())
     for spec in specs.values():

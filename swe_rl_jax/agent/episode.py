@@ -24,8 +24,8 @@ from swe_rl_jax.tokenizer import ChatTokenizer
 # step_limit, format_errors (consecutive), context_limit (the conversation's estimated tokens, or
 # the policy did not send the prompt: too long for the model), command_budget: the episode's limits
 # (no patch, as mini-swe-agent's LimitsExceeded); policy_error: the policy gave no answer; setup_error:
-# the work tree could not be made (the harness's failure, not the agent's: `resolve` does not keep
-# it, so a rerun tries again); diff_failed: the submitted tree's diff could not be computed (over
+# the work tree could not be made (these two are the policy's or the harness's failures, not the
+# agent's: `resolve` does not keep them, so a rerun tries again); diff_failed: the submitted tree's diff could not be computed (over
 # its byte limit, say); internal_error: a crash of the episode.
 EXIT_STATUSES = ("submitted", "step_limit", "format_errors", "context_limit", "command_budget", "policy_error",
                  "setup_error", "diff_failed", "internal_error")

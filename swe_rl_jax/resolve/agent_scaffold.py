@@ -6,7 +6,8 @@ the work tree's diff at its submission ("" for an episode that did not submit); 
 `trace_out`). Rows are written in input order as the episodes finish (an episode that ends before an
 earlier one waits for it), so a killed run's files are a prefix of an uninterrupted run's and a
 rerun resumes after it. An episode whose work tree could not be made (exit_status setup_error: a
-clone or environment missing) is counted, not written, so a rerun tries it again; when every
+clone or environment missing) or that the policy left without an answer (policy_error) is counted,
+not written, so a rerun tries it again; when every
 episode of the run failed so, the summary's `setup_failure` says why and the command exits 1.
 """
 from __future__ import annotations
@@ -29,6 +30,11 @@ from swe_rl_jax.resolve.output import append_rows, pending_instances
 from swe_rl_jax.tokenizer import ChatTokenizer
 
 
+# Episodes that failed for the harness's or the policy's sake, not the agent's: counted, not written,
+# so a rerun (the clone restored, the endpoint up again) runs them instead of resuming past them.
+NOT_KEPT = ("setup_error", "policy_error")
+
+
 class _InOrder:
     """Writes finished episodes' rows in input order (module docstring)."""
 
@@ -43,7 +49,7 @@ class _InOrder:
         while self.next in self.finished:
             rows.append(self.finished.pop(self.next))
             self.next += 1
-        kept = [ep for ep in rows if ep.exit_status != "setup_error"]
+        kept = [ep for ep in rows if ep.exit_status not in NOT_KEPT]
         if kept:
             append_rows(self.out, self.trace, self.model_name, [(ep.to_json(), ep.instance_id, ep.patch) for ep in kept])
 
@@ -106,6 +112,7 @@ def _summary(instances: list[Instance], resumed: int, episodes: list[Episode], s
                           f"{' '.join(failed[0].error.split())[:300]}") if episodes and len(failed) == len(episodes)
         else None,
         "not_kept_setup_errors": len(failed),
+        "not_kept_policy_errors": sum(ep.exit_status == "policy_error" for ep in episodes),
         "scaffold": "agent",
         "instances": len(instances),
         "resumed": resumed,
