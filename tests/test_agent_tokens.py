@@ -123,7 +123,8 @@ def test_the_trainers_logprob_of_every_sampled_token_equals_the_samplers_across_
     agent = AgentConfig(system_template="You are an agent.", step_limit=4, max_consecutive_format_errors=0,
                         sampling=SamplingParams(max_new_tokens=12, temperature=1.0))
     # One prompt bucket for every turn (the prompt grows each turn): one prefill program, not one per size.
-    policy = SamplerPolicy(config, params, tok, Engine(Buckets(prompt_floor=1024)), seed=1)
+    # With the prefix cache, as agent runs sample: each later turn prefills only its new tokens.
+    policy = SamplerPolicy(config, params, tok, Engine(Buckets(prompt_floor=1024)), seed=1, prefix_cache_tokens=4096)
     episode = Episode("repo__x-1", 0, agent, tokenizer=tok)
     episode.start("Fix the bug in parse().")
     outputs = iter(["<returncode>0</returncode>\n<output>\nok\n</output>"] * 4)
@@ -134,6 +135,7 @@ def test_the_trainers_logprob_of_every_sampled_token_equals_the_samplers_across_
             episode.observed(Observation(next(outputs), 0, 2, False, 0.0, 0.0))
     tokens = episode.tokens
     assert len(episode.turns) == 4 and sum(tokens.mask) >= 4
+    assert policy.prefix_cache.hits == 3
     # The turn boundaries: each sampled span starts right after a generation prompt.
     starts = [i for i in range(1, len(tokens.mask)) if tokens.mask[i] and not tokens.mask[i - 1]]
     assert len(starts) == 4

@@ -7,7 +7,11 @@ fold_in(key(seed), first + i), seed = the request's seed or derive_seed(policy s
 tokens do not depend on the other requests of the batch (up to float rounding, sampling/engine.py).
 
 A request's `prompt_ids`, when given, is its prompt as is (a token-exact multi-turn episode); the
-response carries each answer's sampled token ids and log-probs (`samples`).
+response carries each answer's sampled token ids and log-probs (`samples`). Those prompts go through
+the policy's prefix cache (sampling/prefix_cache.py; size `prefix_cache_tokens`, default the engine's,
+`RolloutConfig.prefix_cache_tokens`): each turn of an episode prefills only what the last turn's
+prompt lacked. The cache belongs to the policy, which holds one set of weights, and a new policy (the
+RL trainer builds one on each step's weights) starts empty. Prompts rendered from `messages` skip it.
 
 A prompt is not sent (the response says why in `skipped`) when it is longer than
 `max_prompt_tokens` or leaves no room in the model's context (`max_position_embeddings`);
@@ -21,15 +25,18 @@ from swe_rl_jax.models import ModelConfig
 from swe_rl_jax.policies.base import PolicyRequest, PolicyResponse, Sampled, derive_seed
 from swe_rl_jax.sampling import Engine, SamplingParams
 from swe_rl_jax.sampling.engine import Request, request_keys
+from swe_rl_jax.sampling.prefix_cache import PrefixCache
 from swe_rl_jax.tokenizer import ChatTokenizer
 
 
 class SamplerPolicy:
     def __init__(self, config: ModelConfig, params: Any, tokenizer: ChatTokenizer, engine: Optional[Engine] = None,
-                 seed: int = 0, max_prompt_tokens: int = 0):
+                 seed: int = 0, max_prompt_tokens: int = 0, prefix_cache_tokens: Optional[int] = None):
         self.engine = engine or Engine()
         self.config, self.tokenizer = config, tokenizer
         self.params = self.engine.handoff(config, params)
+        size = self.engine.prefix_cache_tokens if prefix_cache_tokens is None else prefix_cache_tokens
+        self.prefix_cache = PrefixCache(size) if size else None
         self.seed = seed
         self.max_prompt_tokens = max_prompt_tokens  # 0: only the context length limits a prompt
         self.stats = {"generate_calls": 0, "prompts_too_long": 0}
@@ -48,7 +55,8 @@ class SamplerPolicy:
         sampled: list[list[Sampled]] = [[Sampled((), (), "length")] * r.n for r in requests]
         skipped = [""] * len(requests)
         errors = [""] * len(requests)
-        groups: dict[int, list[tuple[int, int, Request]]] = {}  # prompt bucket -> (request, sample, engine request)
+        # (prompt bucket, token-exact) -> (request, sample, engine request)
+        groups: dict[tuple[int, bool], list[tuple[int, int, Request]]] = {}
         for k, r in enumerate(requests):
             ids = list(r.prompt_ids) or self.tokenizer.encode_prompt(list(r.messages))
             skipped[k] = self.too_long(len(ids))
@@ -60,12 +68,13 @@ class SamplerPolicy:
                                 eos_ids=self.tokenizer.eos_ids)
             seed = r.seed if r.seed is not None else derive_seed(self.seed, r.task_id)
             keys = request_keys(seed, r.n, r.first)
-            bucket = groups.setdefault(self.engine.buckets.prompt(len(ids)), [])
+            bucket = groups.setdefault((self.engine.buckets.prompt(len(ids)), bool(r.prompt_ids)), [])
             bucket.extend((k, i, Request(ids, sp, keys[i])) for i in range(r.n))
-        for _, members in sorted(groups.items()):
+        for (_, token_exact), members in sorted(groups.items()):
             self.stats["generate_calls"] += 1
             try:
-                results = self.engine.run(self.config, self.params, [m[2] for m in members], tokenizer=self.tokenizer)
+                results = self.engine.run(self.config, self.params, [m[2] for m in members], tokenizer=self.tokenizer,
+                                          prefix_cache=self.prefix_cache if token_exact else None)
             except Exception as e:  # e.g. device out of memory: counted per request, never silent
                 for k, _, _ in members:
                     errors[k] = f"{type(e).__name__}: {e}"

@@ -21,8 +21,12 @@ With a mesh, the engine runs in the rollout layout of `rules` (parallel/rules.py
 `tensor` on kv heads and over the batch axes on rows. `handoff` moves params from any layout
 (e.g. the trainer's fsdp state) into it on device, cast to the compute dtype.
 
+With a `PrefixCache` (sampling/prefix_cache.py) passed to `run`, a prompt that extends one the
+cache holds prefills only its new tokens (a continued prefill over the stored KV), in both modes.
+
 Compilations: each program is traced once per distinct (config, shape bucket, static sampling
-options); `Engine.compilations` counts traces (each one is one XLA compile).
+options); `Engine.compilations` counts traces (each one is one XLA compile). `prefilled_tokens`
+counts the real prompt tokens the prefills ran (not padding; with a prefix cache, not the reused).
 """
 from __future__ import annotations
 
@@ -42,6 +46,8 @@ from swe_rl_jax.parallel.rules import MeshSharding, Rules, activation_sharding, 
 from swe_rl_jax.sampling import continuous
 from swe_rl_jax.sampling.buckets import Buckets
 from swe_rl_jax.sampling.params import SamplingParams
+from swe_rl_jax.sampling.prefix_cache import (PrefixCache, continuation_inputs, continue_prefill, grow_pool, pool_slots,
+                                             write_pool)
 from swe_rl_jax.sampling.results import SampleResult, finish
 from swe_rl_jax.sampling.slots import (Admission, Bank, Options, Produced, Rows, decode, empty_rows, insert, prefill,
                                       start_rows)
@@ -111,21 +117,32 @@ class Engine:
     continuous batching (capped by the bucket of the request count). segment_steps: decode steps
     per device call in continuous batching. refill_after: a segment returns early, to refill,
     once this many slots have freed while requests wait (0: slots // 8, at least 1).
+    prefix_cache_tokens: the size of the prefix caches this engine's users keep (`SamplerPolicy`
+    makes one for its token-exact episodes; 0: none). The engine itself keeps none: a cache is
+    passed to `run` by its owner, who ties it to the weights.
     """
 
     def __init__(self, buckets: Buckets = Buckets(), mesh: Optional[Mesh] = None, rules: Optional[Rules] = None,
-                 slots: int = 0, segment_steps: int = 16, refill_after: int = 0):
-        if slots < 0 or segment_steps < 1 or refill_after < 0:
-            raise ValueError(f"need slots >= 0, segment_steps >= 1, refill_after >= 0; got {slots}, "
-                             f"{segment_steps}, {refill_after}")
+                 slots: int = 0, segment_steps: int = 16, refill_after: int = 0, prefix_cache_tokens: int = 0):
+        if slots < 0 or segment_steps < 1 or refill_after < 0 or prefix_cache_tokens < 0:
+            raise ValueError(f"need slots >= 0, segment_steps >= 1, refill_after >= 0, prefix_cache_tokens >= 0; "
+                             f"got {slots}, {segment_steps}, {refill_after}, {prefix_cache_tokens}")
         self.buckets, self.mesh = buckets, mesh
         self.slots, self.segment_steps, self.refill_after = slots, segment_steps, refill_after
+        self.prefix_cache_tokens = prefix_cache_tokens
         self.rules = None if mesh is None else rules_for_mesh(get_rules(ROLLOUT_RULES) if rules is None else rules, mesh)
         self.shard = None if mesh is None else MeshSharding(mesh, self.rules)
         self.compilations = 0
+        self.prefilled_tokens = 0
         self._handoff: dict[ModelConfig, Callable] = {}
         self._static = jax.jit(self._counted(self._static_program), static_argnums=(0, 1))
+        self._from_bank = jax.jit(self._counted(self._bank_program), static_argnums=(0, 1))
         self._prefill = jax.jit(self._counted(lambda c, p, t, m: prefill(c, self.shard, p, t, m)), static_argnums=0)
+        self._continue = jax.jit(self._counted(lambda c, *args: continue_prefill(c, self.shard, *args)),
+                                 static_argnums=0)
+        self._write_pool = jax.jit(self._counted(lambda *args: write_pool(self.shard, *args)), donate_argnums=0)
+        self._grow_pool = jax.jit(self._counted(lambda c, pool, size: grow_pool(c, self.shard, pool, size)),
+                                  static_argnums=(0, 2))
         self._admit = jax.jit(self._counted(self._admit_program), static_argnums=(0, 1), donate_argnums=2)
         self._decode = jax.jit(self._counted(self._decode_program), static_argnums=(0, 1, 2), donate_argnums=4)
         self._empty = jax.jit(self._counted(self._empty_rows), static_argnums=(0, 1, 2, 3))
@@ -186,6 +203,11 @@ class Engine:
                         prompt_mask: jax.Array, admission: Admission, eos_ids: jax.Array) -> tuple[jax.Array, ...]:
         """The whole static rollout: (tokens, logp, logp_truncated [B, N], lengths [B], hit_eos [B])."""
         bank = prefill(config, self.shard, params, prompt_tokens, prompt_mask)
+        return self._bank_program(config, options, params, bank, admission, eos_ids)
+
+    def _bank_program(self, config: ModelConfig, options: Options, params: Params, bank: Bank, admission: Admission,
+                      eos_ids: jax.Array) -> tuple[jax.Array, ...]:
+        """The static rollout from prefilled prompts (the prefix cache's path)."""
         rows, first = start_rows(config, options, self.shard, bank, admission, eos_ids)
         limit = jnp.max(admission.max_new) - 1
         rows, rest = decode(config, options, self.shard, _per_layer(config, params), rows, eos_ids, limit,
@@ -239,31 +261,71 @@ class Engine:
             groups.setdefault((sp.greedy, sp.top_k, sp.uses_top_p, tuple(self._eos(config, sp))), []).append(i)
         return [_Group(k, v) for k, v in groups.items()]
 
-    def _static_inputs(self, config: ModelConfig, params: Params, requests: Sequence[Request],
-                       keys: np.ndarray) -> tuple[Options, tuple]:
-        """The static program's options and placed inputs for these requests."""
+    def _static_batch(self, config: ModelConfig, requests: Sequence[Request],
+                      keys: np.ndarray) -> tuple[list[tuple[int, ...]], int, int, Options, Admission, np.ndarray]:
+        """The static program's unique prompts, their batch and prompt buckets, options, placed
+        admission and EOS ids for these requests."""
         unique: dict[tuple[int, ...], int] = {}
         bank_rows = [unique.setdefault(tuple(int(t) for t in r.prompt), len(unique)) for r in requests]
         multiple = self.batch_multiple
-        prompt_tokens, prompt_mask = pack_prompts(list(unique), self.buckets.batch(len(unique), multiple),
-                                                  self.buckets.prompt(max(len(p) for p in unique)))
         first = requests[0].sampling
         options = self._options(config, first, max(r.sampling.max_new_tokens for r in requests))
         admission = self._admission(requests, keys, bank_rows, self.buckets.batch(len(requests), multiple))
-        inputs = (params, self._put_rows(prompt_tokens), self._put_rows(prompt_mask),
-                  admission, self._eos(config, first))
-        return options, inputs
+        return (list(unique), self.buckets.batch(len(unique), multiple),
+                self.buckets.prompt(max(len(p) for p in unique)), options, admission, self._eos(config, first))
+
+    def _static_inputs(self, config: ModelConfig, params: Params, requests: Sequence[Request],
+                       keys: np.ndarray) -> tuple[Options, tuple]:
+        """The static program's options and placed inputs for these requests."""
+        prompts, num_rows, prompt_slots, options, admission, eos = self._static_batch(config, requests, keys)
+        prompt_tokens, prompt_mask = pack_prompts(prompts, num_rows, prompt_slots)
+        return options, (params, self._put_rows(prompt_tokens), self._put_rows(prompt_mask), admission, eos)
 
     def _run_static(self, config: ModelConfig, params: Params, requests: Sequence[Request],
-                    keys: np.ndarray) -> list[tuple]:
-        options, inputs = self._static_inputs(config, params, requests, keys)
-        tokens, logp, logp_trunc, lengths, hit_eos = (np.asarray(o) for o in
-                                                      jax.device_get(self._static(config, options, *inputs)))
+                    keys: np.ndarray, prefix_cache: Optional[PrefixCache]) -> list[tuple]:
+        prompts, num_rows, prompt_slots, options, admission, eos = self._static_batch(config, requests, keys)
+        if prefix_cache is None:  # prefill and rollout in one program
+            self.prefilled_tokens += sum(len(p) for p in prompts)
+            prompt_tokens, prompt_mask = pack_prompts(prompts, num_rows, prompt_slots)
+            outputs = self._static(config, options, params, self._put_rows(prompt_tokens), self._put_rows(prompt_mask),
+                                   admission, eos)
+        else:
+            bank = self._prefill_bank(config, params, prompts, num_rows, prompt_slots, prefix_cache)
+            outputs = self._from_bank(config, options, params, bank, admission, eos)
+        tokens, logp, logp_trunc, lengths, hit_eos = (np.asarray(o) for o in jax.device_get(outputs))
         return [(tokens[r, :n], logp[r, :n], logp_trunc[r, :n], bool(hit_eos[r]))
                 for r, n in enumerate(int(n) for n in lengths[:len(requests)])]
 
+    def _prefill_bank(self, config: ModelConfig, params: Params, prompts: Sequence[tuple[int, ...]], num_rows: int,
+                      prompt_slots: int, prefix_cache: Optional[PrefixCache]) -> Bank:
+        """The unique `prompts` prefilled, left-padded into [num_rows, prompt_slots]. With a prefix
+        cache: each prompt continues from the longest prefix the cache holds (a plain prefill
+        when none holds any), and the cache then keeps the new tokens' KV."""
+        prompt_tokens, prompt_mask = pack_prompts(prompts, num_rows, prompt_slots)
+        if prefix_cache is None:
+            self.prefilled_tokens += sum(len(p) for p in prompts)
+            return self._prefill(config, params, self._put_rows(prompt_tokens), self._put_rows(prompt_mask))
+        try:
+            matches = [prefix_cache.match(p) for p in prompts]
+            self.prefilled_tokens += sum(len(p) - m.length for p, m in zip(prompts, matches))
+            if any(m.length for m in matches):
+                inputs = continuation_inputs(prompts, matches, num_rows, prompt_slots, self.buckets)
+                bank = self._continue(config, params, prefix_cache.pool, *(self._put_rows(x) for x in inputs),
+                                      self._put_rows(prompt_mask))
+            else:
+                bank = self._prefill(config, params, self._put_rows(prompt_tokens), self._put_rows(prompt_mask))
+            dst = prefix_cache.reserve(prompts, matches, num_rows, prompt_slots)
+            if (dst < prefix_cache.pool_tokens).any():
+                if pool_slots(prefix_cache.pool) < prefix_cache.pool_tokens:
+                    prefix_cache.pool = self._grow_pool(config, prefix_cache.pool, prefix_cache.pool_tokens)
+                prefix_cache.pool = self._write_pool(prefix_cache.pool, bank.cache, self._put_rows(dst))
+            return bank
+        except BaseException:
+            prefix_cache.clear()  # an entry may name slots that were never written
+            raise
+
     def _run_continuous(self, config: ModelConfig, params: Params, requests: Sequence[Request],
-                        keys: np.ndarray) -> list[tuple]:
+                        keys: np.ndarray, prefix_cache: Optional[PrefixCache]) -> list[tuple]:
         multiple = self.batch_multiple
         num_rows = min(self.buckets.batch(self.slots, multiple), self.buckets.batch(len(requests), multiple))
         prompt_slots = self.buckets.prompt(max(len(r.prompt) for r in requests))
@@ -274,8 +336,8 @@ class Engine:
         limit = np.int32(self.segment_steps)
 
         def prefill_prompts(prompts: Sequence[tuple[int, ...]]) -> Bank:
-            tokens, mask = pack_prompts(prompts, self.buckets.batch(len(prompts), multiple), prompt_slots)
-            return self._prefill(config, params, self._put_rows(tokens), self._put_rows(mask))
+            return self._prefill_bank(config, params, prompts, self.buckets.batch(len(prompts), multiple), prompt_slots,
+                                      prefix_cache)
 
         def admit(rows: Rows, bank: Bank, indices: Sequence[int], bank_rows: Sequence[int],
                   where: Sequence[int]) -> tuple[Rows, Produced]:
@@ -295,25 +357,29 @@ class Engine:
         return continuous.run(programs, [tuple(int(t) for t in r.prompt) for r in requests], num_rows, refill_after)
 
     def run(self, config: ModelConfig, params: Params, requests: Sequence[Request],
-            tokenizer: Any = None) -> list[SampleResult]:
+            tokenizer: Any = None, prefix_cache: Optional[PrefixCache] = None) -> list[SampleResult]:
         """One SampleResult per request, in order (prompt_index = request index, sample 0).
         Requests with different static options (greedy, top_k, top-p on/off, EOS ids) run as
-        separate batches."""
+        separate batches. prefix_cache: prompts continue from the prefixes it holds, and it keeps
+        theirs (sampling/prefix_cache.py); it is emptied first unless it holds these params' KV."""
         if any(r.sampling.stop for r in requests) and tokenizer is None:
             raise ValueError("stop strings need a tokenizer (they are matched on decoded text)")
         keys = np.stack([_key_data(r.key if not isinstance(r.key, int) else jax.random.key(r.key))
                          for r in requests]) if requests else np.zeros((0, 2), np.uint32)
-        return self._run(config, params, requests, keys, tokenizer, lambda i: (i, 0))
+        return self._run(config, params, requests, keys, tokenizer, lambda i: (i, 0), prefix_cache)
 
     def _run(self, config: ModelConfig, params: Params, requests: Sequence[Request], keys: np.ndarray,
-             tokenizer: Any, index: Callable[[int], tuple[int, int]]) -> list[SampleResult]:
+             tokenizer: Any, index: Callable[[int], tuple[int, int]],
+             prefix_cache: Optional[PrefixCache] = None) -> list[SampleResult]:
         results: list[Optional[SampleResult]] = [None] * len(requests)
+        if prefix_cache is not None:
+            prefix_cache.bind(config, params)  # the caller's arrays: a handoff may copy them on every call
         params = self.handoff(config, params)
         for group in self._groups(config, requests):
             members = [requests[i] for i in group.indices]
             run = self._run_continuous if self.slots else self._run_static
             for i, (ids, logp, logp_trunc, hit_eos) in zip(group.indices, run(config, params, members,
-                                                                                keys[group.indices])):
+                                                                                keys[group.indices], prefix_cache)):
                 results[i] = finish(*index(i), ids, logp, logp_trunc, hit_eos, requests[i].sampling.stop, tokenizer)
         return results
 

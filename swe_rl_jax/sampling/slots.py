@@ -99,7 +99,7 @@ def _is_eos(tokens: jax.Array, eos_ids: jax.Array) -> jax.Array:
     return (tokens[:, None] == eos_ids[None, :]).any(axis=-1)
 
 
-def _pin_cache_prefill(c: jax.Array, shard: Optional[ShardingHooks]) -> jax.Array:
+def pin_prefill_cache(c: jax.Array, shard: Optional[ShardingHooks]) -> jax.Array:
     """The decoder's cache [L, P, S, K, hd]: prompts over the batch axes, kv heads over tensor."""
     return c if shard is None else shard.activation(c, ("layers", "batch", "length", "kv_heads", "head_dim"))
 
@@ -111,7 +111,7 @@ def prefill(config: ModelConfig, shard: Optional[ShardingHooks], params: Params,
     layout adds the new ones. The prefill always scans its layers: slicing the weights inside
     the scan is amortized over every prompt token, and it ran faster than unrolled layers."""
     num_prompts, prompt_slots = prompt_tokens.shape
-    cache = jax.tree.map(lambda c: _pin_cache_prefill(c, shard), init_cache(config, num_prompts, prompt_slots))
+    cache = jax.tree.map(lambda c: pin_prefill_cache(c, shard), init_cache(config, num_prompts, prompt_slots))
     h, cache = hidden_states(config.replace(scan_layers=True), params, prompt_tokens, positions_from_mask(prompt_mask),
                              kv_mask=prompt_mask, cache=cache, cache_index=0, shard=shard)
     logits = logits_from_hidden(config, params, h[:, -1:])[:, 0]
@@ -126,7 +126,7 @@ def start_rows(config: ModelConfig, options: Options, shard: Optional[ShardingHo
     row_of = admission.bank_row
     prompt_slots = bank.prompt_mask.shape[1]
     pin = lambda x: _pin_rows(x, shard)  # noqa: E731
-    cache = jax.tree.map(lambda c: _pin_cache_prefill(c[:, row_of], shard), bank.cache)
+    cache = jax.tree.map(lambda c: pin_prefill_cache(c[:, row_of], shard), bank.cache)
     cache = pin_cache(to_decode_cache(cache, prompt_slots + options.new_tokens, per_layer=not config.scan_layers),
                       shard)
     kv_mask = jnp.concatenate([bank.prompt_mask[row_of], jnp.zeros((row_of.shape[0], options.new_tokens), bool)], 1)
