@@ -77,7 +77,7 @@ def test_model_config_impossible_shapes():
 PUBLISHED_PARAMS_B = {
     "qwen2.5-0.5b": 0.49, "qwen2.5-1.5b": 1.54, "qwen2.5-3b": 3.09, "qwen2.5-7b": 7.61,
     "qwen2.5-14b": 14.7, "qwen2.5-32b": 32.5, "qwen3-0.6b": 0.6, "qwen3-1.7b": 1.7,
-    "qwen3-4b": 4.0, "qwen3-8b": 8.2, "llama3.1-8b": 8.03, "llama3.1-70b": 70.6, "smollm2-135m": 0.135,
+    "qwen3-4b": 4.0, "qwen3-8b": 8.2, "qwen3-32b": 32.8, "llama3.1-8b": 8.03, "llama3.1-70b": 70.6, "smollm2-135m": 0.135,
 }
 
 

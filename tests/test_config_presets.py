@@ -7,6 +7,7 @@ from swe_rl_jax.commands.demo import DemoConfig
 from swe_rl_jax.pipeline.main_job import MainConfig
 from swe_rl_jax.config import ConfigError, load_config
 from swe_rl_jax.resolve.config import ResolveConfig
+from swe_rl_jax.rl.agent_run import AgentRLConfig
 from swe_rl_jax.rl.run import RLConfig
 from swe_rl_jax.sft.run import SFTConfig
 
@@ -14,7 +15,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CLASSES = {"main": MainConfig, "grpo_demo": MainConfig, "resolve_demo": MainConfig, "demo": DemoConfig, "sorft_sft": SFTConfig, "sft_tiny": SFTConfig, "swe_rl_grpo": RLConfig,
            "sorft_ppo": RLConfig,
            "rl_tiny": RLConfig, "grpo_tests_pass": RLConfig,
-           "agentless": ResolveConfig, "agentless_mini": ResolveConfig, "agent": ResolveConfig}
+           "agentless": ResolveConfig, "agentless_mini": ResolveConfig, "agent": ResolveConfig,
+           "agent_grpo": AgentRLConfig, "agent_grpo_demo": AgentRLConfig}
 # The resolve presets name ResolveConfig.selection and .verification (issue 38, branch i38-exec).
 NEEDS_VERIFICATION = pytest.mark.skipif(not hasattr(ResolveConfig(), "verification"),
                                         reason="ResolveConfig has no selection/verification keys on this branch")
@@ -67,6 +69,38 @@ def test_paper_presets_hold_the_paper_context_and_real_prompts():
         rl = load_config(RLConfig, CONFIGS / f"{name}.yaml")
         assert rl.max_prompt_tokens >= built >= max(REAL_MAX_PROMPT[s] for s in rl.subtasks), name
         assert rl.max_prompt_tokens + rl.sampling.max_new_tokens == PAPER_CONTEXT.get(name, 16384), name
+
+
+def test_paper_presets_hold_deepswes_published_settings():
+    """configs/agent_grpo.yaml against DeepSWE's release (rLLM v0.1 examples/swe/train_deepswe_32b.sh,
+    its ppo_trainer.yaml defaults, agent_execution_engine.py, environments/swe/swe.py; the blog),
+    copied by hand; each key's source is beside it in the file."""
+    from swe_rl_jax.models.config import preset
+
+    cfg = load_config(AgentRLConfig, CONFIGS / "agent_grpo.yaml")
+    g, a, u, o = cfg.grpo, cfg.agent, cfg.update, cfg.optimizer
+    # 8 problems x 8 episodes per step, one optimizer step per batch, 200 steps (the blog).
+    assert (cfg.instances_per_step, g.group_size, u.ppo_epochs, u.minibatches, cfg.num_steps) == (8, 8, 1, 1, 200)
+    # GRPO++: clip-higher, no KL, no entropy term, no length normalization.
+    assert (g.clip_low, g.clip_high, g.kl_coef, g.entropy_coef, g.loss_agg) == (0.2, 0.28, 0.0, 0.0, "seq-mean-token-sum")
+    assert (o.lr, o.schedule, o.warmup_ratio, o.weight_decay, o.clip_norm) == (1e-6, "constant", 0.0, 0.01, 1.0)
+    # Episodes: 50 turns, a 4,096 + 32,768-token budget, 90 s commands, a 300 s verdict, 5,400 s episodes.
+    assert (a.step_limit, a.max_context_tokens, a.command_timeout_s, a.judge_timeout_s, a.episode_command_s) == \
+        (50, 4096 + 32768, 90, 300, 5400)
+    assert (a.sampling.temperature, a.sampling.top_p, a.sampling.top_k, a.sampling.max_new_tokens) == (1.0, 1.0, 0, 32768)
+    assert a.max_consecutive_format_errors == 0 and a.command_workers == 8 * 8
+    assert cfg.model.lora is None and cfg.model.param_dtype == "float32"
+    assert (cfg.save_every, cfg.heldout.every, cfg.heldout.samples) == (10, 10, 1)
+    # Held out by repository: SWE-bench's 12 (DeepSWE trains on none of them, validates on Verified).
+    assert len(cfg.heldout.repos) == 12 and {"sympy/sympy", "django/django"} <= set(cfg.heldout.repos)
+    # Qwen3-32B's published config.json; the budget fits its 40,960-token context; the rollout's
+    # tensor axis is its kv heads (DeepSWE's vLLM: tensor parallel 8).
+    qwen = preset("qwen3-32b")
+    assert (qwen.hidden_size, qwen.intermediate_size, qwen.num_layers, qwen.num_heads, qwen.num_kv_heads,
+            qwen.head_dim_, qwen.vocab_size, qwen.tie_word_embeddings, qwen.rope_theta,
+            qwen.max_position_embeddings) == (5120, 25600, 64, 64, 8, 128, 151936, False, 1e6, 40960)
+    assert a.max_context_tokens < qwen.max_position_embeddings
+    assert cfg.rollout.mesh.tensor == qwen.num_kv_heads == 8
 
 
 def test_bad_override_is_named():

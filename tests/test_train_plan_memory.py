@@ -33,6 +33,13 @@ def test_plan_memory_reports_replicated_and_sharded_state_sizes():
     assert sharded["temp_bytes"] > 0 and sharded["peak_bytes"] >= sharded["argument_bytes"]
 
 
+def test_an_rl_plan_without_a_reference_has_no_kl_term():
+    """--no-reference (a run with kl_coef 0, configs/agent_grpo.yaml) plans GRPO's update without
+    logp_ref; it used to build the loss with the default KL coefficient, which needs it, and fail."""
+    r = _plan("--program", "rl", "--no-reference", "--mesh", "fsdp=8")
+    assert r["reference"] is False and r["resident_bytes"] == 0 and r["temp_bytes"] > 0
+
+
 @pytest.mark.parametrize("args, names", [
     (["--model", "qwen9"], "qwen9"),
     (["--model", "smollm2-135m", "--seq", "0"], "seq"),

@@ -167,6 +167,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "qwen3-1.7b": {**_QWEN3, **_shape(151936, 2048, 6144, 28, 16, 8, True)},
     "qwen3-4b": {**_QWEN3, **_shape(151936, 2560, 9728, 36, 32, 8, True)},
     "qwen3-8b": {**_QWEN3, **_shape(151936, 4096, 12288, 36, 32, 8, False)},
+    "qwen3-32b": {**_QWEN3, **_shape(151936, 5120, 25600, 64, 64, 8, False)},
     "llama3.1-8b": {**_LLAMA31, **_shape(128256, 4096, 14336, 32, 32, 8, False)},
     "llama3.1-70b": {**_LLAMA31, **_shape(128256, 8192, 28672, 80, 64, 8, False)},
     "llama3.3-70b": {**_LLAMA31, **_shape(128256, 8192, 28672, 80, 64, 8, False)},

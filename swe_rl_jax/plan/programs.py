@@ -184,7 +184,8 @@ def rl_program(config: ModelConfig, mesh: jax.sharding.Mesh, rules: Rules, spec:
     shapes = {"tokens": (row, jnp.int32), "positions": (row, jnp.int32), "loss_mask": (row, f32),
               "logp_sampler": (row, f32)}
     if spec.algorithm == "grpo":
-        objective: Any = GRPOConfig()
+        # Without a reference (--no-reference) the run has no KL term: GRPO's loss with one needs logp_ref.
+        objective: Any = GRPOConfig() if spec.reference else GRPOConfig(kl_coef=0.0)
         shapes["advantages"] = ((spec.batch,), f32)
     else:
         objective = PPOConfig()
