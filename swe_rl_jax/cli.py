@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rejection-sample": ("swe_rl_jax.commands.rejection_sample", "teacher samples -> subtask filters -> SFT examples"),
     "sft": ("swe_rl_jax.commands.sft", "sharded SFT on rejection-sampled examples, eval, HF export"),
     "rl": ("swe_rl_jax.commands.rl", "GRPO on task records with rule-based rewards, resumable, HF export"),
+    "agent-rl": ("swe_rl_jax.commands.agent_rl", "GRPO over agent episodes in the sandbox, judged by the harness, "
+                 "resumable, HF export"),
     "generate": ("swe_rl_jax.commands.generate", "sample answers to chat prompts with the rollout engine"),
     "eval": ("swe_rl_jax.commands.eval", "greedy subtask evaluation: format, hit, precision/recall, F-beta, applied"),
     "resolve": ("swe_rl_jax.commands.resolve", "Agentless-style inference: localize, repair, filter, vote -> predictions"),
@@ -41,6 +43,8 @@ INTERRUPTED: dict[str, str] = {
             "SFT and RL resuming from their last checkpoints (the other stages are redone)",
     "sft": "checkpoints already saved are kept; the same command resumes from the last",
     "rl": "checkpoints already saved are kept; the same command resumes from the last",
+    "agent-rl": "checkpoints already saved are kept; the same command resumes from the last (the step in progress "
+                "is sampled again)",
     "resolve": "instances of finished chunks (`chunk` at a time) are kept in --out and its trace, finished test runs "
                "in the verification cache; the same command resumes with the rest",
     "synthesize": "validated tasks are written only at the end: nothing was written; the same command starts again",

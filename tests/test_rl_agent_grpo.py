@@ -1,5 +1,6 @@
 """One GRPO update on judged agent episodes (rl/agent_grpo.py): the resolved episode's sampled tokens
-become likelier and the unresolved one's less likely; episodes with equal rewards change nothing."""
+become likelier and the unresolved one's less likely; episodes with equal rewards change nothing.
+(Rollouts in the sandbox judged by the harness, then the update, step after step: tests/test_rl_agent_run.py.)"""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -71,63 +72,3 @@ def test_an_update_on_judged_episodes_moves_each_episodes_tokens_by_its_advantag
     # Equal rewards in every group (after filtering): no signal, no step, the state as it was.
     same, metrics = trainer.update_on_episodes(new_state, 1, [[_on_policy(new_state.params, bad)] * 2, groups[1]])
     assert metrics["loss"] == 0.0 and same is new_state
-
-
-def test_a_step_over_sandboxed_episodes_judged_by_the_harness(repos, open_dir, tmp_path_factory):
-    """rollouts -> update on the sample: G=2 episodes per instance in the sandbox, token-exact, judged
-    by the harness; a scripted token policy writes the gold fix in sample 0 and gives up in sample 1,
-    so the judge's verdicts are 1 and 0 and the update has a signal."""
-    import sys
-    from pathlib import Path
-
-    from swe_rl_jax.agent.environment import AgentEnvironment
-    from swe_rl_jax.agent.judge import make_judge
-    from swe_rl_jax.data.sources import RepoLocator, load_instances
-    from swe_rl_jax.harness import EnvironmentOptions, load_specs
-    from swe_rl_jax.policies import PolicyResponse, Sampled
-    from swe_rl_jax.tokenizer import load_tokenizer, smollm2_gguf_path
-
-    root = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(root / "tools"))
-    from scripted_agent import SUBMIT_COMMAND, gold_fix_turns, turn
-
-    tok = load_tokenizer(smollm2_gguf_path())
-    instances = load_instances(root / "data" / "sample" / "instances.jsonl")[:1]
-    locator, specs = RepoLocator(str(repos)), load_specs(root / "data" / "sample" / "specs.json")
-    script = {(i.instance_id, 0): gold_fix_turns(i, locator.find(i.repo)) for i in instances}
-    script.update({(i.instance_id, 1): [turn("Give up.", SUBMIT_COMMAND)] for i in instances})
-
-    class ScriptedTokens:
-        def generate(self, requests):
-            out = []
-            for r in requests:
-                instance_id, _, sample = r.task_id.rsplit("/", 2)
-                text = script[(instance_id, int(sample))][r.first]
-                ids = tuple(tok.hf.encode(text, add_special_tokens=False)) + (tok.eos_ids[0],)
-                out.append(PolicyResponse(r.task_id, (text,), samples=(Sampled(ids, (0.0,) * len(ids), "eos"),)))
-            return out
-
-    vocab = len(tok.hf)
-    config = model_config_from_dict(dict(family="llama", vocab_size=vocab, hidden_size=16, intermediate_size=32,
-                                         num_layers=1, num_heads=2, num_kv_heads=1, rope_theta=10000.0))
-    mesh, rules = make_mesh(MeshConfig()), get_rules("fsdp")
-    optimizer = make_optimizer(OptimizerConfig(lr=1e-2, total_steps=1, schedule="constant"))
-    state, shardings = create_train_state(config, optimizer, mesh, rules, jax.random.PRNGKey(0))
-    env_options = EnvironmentOptions(cache_dir=str(tmp_path_factory.mktemp("envs")))
-    agent = AgentConfig(sampling=SamplingParams(max_new_tokens=8, temperature=1.0), command_timeout_s=60)
-    work = open_dir / "agent_grpo"
-    trainer = AgentGRPOTrainer(TrainerSetup(config, shardings, optimizer, mesh, rules, pad_id=tok.pad_id,
-                                            tokenizer=tok), state, GRPOConfig(group_size=2, loss_agg="token-mean"),
-                               agent, UpdateConfig(overlong="none"),
-                               make_env=lambda: AgentEnvironment(agent, locator, specs, env_options, work),
-                               judge=make_judge(agent, locator, specs, env_options, work))
-    groups = trainer.rollouts(state, 0, instances, policy=ScriptedTokens())
-    assert [[t["instance_id"] for t in g] for g in groups] == [[i.instance_id] * 2 for i in instances]
-    assert [[t["verdict"]["resolved"] for t in g] for g in groups] == [[True, False]]
-    for group in groups:
-        for t in group:
-            # Token-exact: the sampled spans are the scripted answers' ids, the mask exactly those.
-            assert sum(t["tokens"]["mask"]) == sum(len(tok.hf.encode(x["answer"], add_special_tokens=False)) + 1
-                                                   for x in t["turns"])
-    new_state, metrics = trainer.update_on_episodes(state, 0, groups)
-    assert metrics["resolved_rate"] == 0.5 and metrics["loss"] != 0.0 and new_state is not state

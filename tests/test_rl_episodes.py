@@ -29,7 +29,8 @@ def test_episode_rows_put_the_loss_on_the_positions_that_predict_sampled_tokens(
     b = {"ids": [20, 21, 22], "mask": [0, 1, 1], "logprobs": [0, -1.0, -3.0]}
     batch = build_episode_batch([a, b], pad_id=0, kept=[True, False], min_length=8)
     assert batch.tokens.shape == (2, 8)
-    assert batch.tokens[0].tolist() == [10, 11, 12, 13, 14, 15, 16, 0] and batch.tokens[1].tolist() == [20, 21, 22] + [0] * 5
+    # The row ends at the last sampled token (15): the observation after it (16) carries no loss.
+    assert batch.tokens[0].tolist() == [10, 11, 12, 13, 14, 15, 0, 0] and batch.tokens[1].tolist() == [20, 21, 22] + [0] * 5
     # Position s predicts token s + 1.
     assert batch.loss_mask[0].tolist() == [0, 1, 1, 0, 1, 0, 0, 0]
     assert batch.logp_sampler[0].tolist() == [0, -0.5, -0.25, 0, -2.0, 0, 0, 0]
@@ -40,3 +41,10 @@ def test_episode_rows_put_the_loss_on_the_positions_that_predict_sampled_tokens(
     assert batch.response_lengths.tolist() == [3, 2]
     with pytest.raises(ValueError, match="one length"):
         build_episode_batch([{"ids": [1, 2], "mask": [0], "logprobs": [0, 0]}], pad_id=0)
+    # An episode without a sampled token keeps an empty row without loss, and rows are padded with
+    # such rows to the row multiple (minibatches x micro-batches x batch shards): 3 episodes -> 4 rows.
+    empty = {"ids": [], "mask": [], "logprobs": []}
+    padded = build_episode_batch([a, empty, b], pad_id=0, row_multiple=2, min_length=8)
+    assert padded.tokens.shape == (4, 8) and padded.loss_mask[1:].sum() == 2 and padded.loss_mask[0].sum() == 3
+    assert not padded.tokens[1].any() and not padded.tokens[3].any() and (padded.result_index[3] == -1).all()
+    assert padded.response_lengths.tolist() == [3, 0, 2, 0]

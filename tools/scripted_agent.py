@@ -139,6 +139,27 @@ class ScriptedServer:
         self._server.server_close()
 
 
+class ScriptedTokens:
+    """A token policy (the in-process sampler's kind of answer: `Sampled` ids ending with an EOS) that
+    plays each (instance, sample)'s script from `script`, a dict (instance id, sample) -> answers;
+    a sample without a script gives up at once. Log-probs are 0: it is no model's."""
+
+    def __init__(self, tokenizer: Any, script: dict[tuple[str, int], list[str]]):
+        self.tokenizer, self.script = tokenizer, script
+
+    def generate(self, requests: Sequence[Any]) -> list[Any]:
+        from swe_rl_jax.policies import PolicyResponse, Sampled
+
+        out = []
+        for r in requests:
+            instance_id, _, sample = r.task_id.rsplit("/", 2)
+            answers = self.script.get((instance_id, int(sample)), [turn("Give up.", SUBMIT_COMMAND)])
+            text = answers[min(r.first, len(answers) - 1)]
+            ids = tuple(self.tokenizer.hf.encode(text, add_special_tokens=False)) + (self.tokenizer.eos_ids[0],)
+            out.append(PolicyResponse(r.task_id, (text,), samples=(Sampled(ids, (0.0,) * len(ids), "eos"),)))
+        return out
+
+
 def script_for(instances: Sequence[Instance], locator: RepoLocator) -> dict[str, list[str]]:
     """`ScriptedServer`'s script: each instance's issue text -> its scripted episode."""
     return {i.problem_statement: gold_fix_turns(i, locator.find(i.repo)) for i in instances}

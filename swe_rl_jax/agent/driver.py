@@ -8,6 +8,11 @@ runs the others' commands) or one request each as soon as an episode needs it (a
 requests in flight as episodes). Each turn is seeded from (seed, instance, sample, turn), so an
 episode does not depend on which others ran beside it.
 
+`lockstep` (RL's rollouts): every job starts at once and a batched question round waits until no
+set-up or command is running, with the episodes in job order, so each round's batch is the same on
+every run whatever the commands' timing: the engine's float rounding, which can depend on a batch's
+make-up, then cannot make a resumed run's tokens differ from an uninterrupted one's.
+
 A failure belongs to its episode (`exit_status` setup_error, policy_error, internal_error), never to
 the run, except a policy that answers nothing at all: PolicyError (a dead endpoint, say), raised
 when every request of a round failed (batched) or every one of the first `episodes_in_flight`
@@ -76,12 +81,16 @@ def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig
                  make_env: Callable[[], AgentEnvironment], *, seed: int = 0, batched: bool = True,
                  judge: Optional[Judge] = None, on_done: Optional[Callable[[int, Episode], None]] = None,
                  on_round: Optional[Callable[[int], None]] = None,
-                 tokenizer: Optional[ChatTokenizer] = None) -> list[Episode]:
+                 tokenizer: Optional[ChatTokenizer] = None, lockstep: bool = False) -> list[Episode]:
     """Runs every job's episode (module docstring) and returns them in job order. `on_done(index,
     episode)` as each ends (its work tree gone), `on_round(n)` as n questions go to the policy.
-    `tokenizer`: the in-process sampler's, for token-exact episodes (agent/tokens.py)."""
+    `tokenizer`: the in-process sampler's, for token-exact episodes (agent/tokens.py). `lockstep`:
+    see the module docstring (batched only)."""
     require(tokenizer is None or not config.sampling.stop, "agent.sampling.stop",
             "token-exact episodes keep every sampled token: use no stop strings")
+    if lockstep and not batched:
+        raise ValueError("lockstep rounds need batched questions")
+    in_flight = len(jobs) if lockstep else config.episodes_in_flight
     episodes: list[Optional[Episode]] = [None] * len(jobs)
     todo = collections.deque(range(len(jobs)))
     live: dict[int, _Live] = {}
@@ -140,14 +149,15 @@ def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig
                                   f"{next(r.error for r in responses if r.error)}")
 
         while todo or live:
-            while todo and len(live) < config.episodes_in_flight:
+            while todo and len(live) < in_flight:
                 k = todo.popleft()
                 job = jobs[k]
                 live[k] = _Live(job, Episode(job.instance.instance_id, job.sample, config, tokenizer=tokenizer),
                                 make_env())
                 futures[pool.submit(_setup, live[k])] = ("setup", [k])
-            if waiting and batched and not policy_busy:
-                ask(list(waiting))
+            working = lockstep and any(kind in ("setup", "step") for kind, _ in futures.values())
+            if waiting and batched and not policy_busy and not working:
+                ask(sorted(waiting))
                 waiting.clear()
                 policy_busy = True
             elif waiting and not batched:

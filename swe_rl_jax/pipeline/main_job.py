@@ -64,6 +64,7 @@ from swe_rl_jax.sft.run import SFTConfig, run_sft
 from swe_rl_jax.subtasks import LOCALIZATION_SUBTASKS, subtask
 from swe_rl_jax.synth.issue_text import ISSUE_STYLES
 from swe_rl_jax.policies.config import PolicyConfig
+from swe_rl_jax.train.metrics import metric_series, plot_metric_panels
 
 LEVELS = tuple(subtask(name).level for name in LOCALIZATION_SUBTASKS)  # "file", "function", "line"
 EDIT = "edit_generation"  # the edit subtask judged by the harness (its records' instances have tests)
@@ -450,41 +451,11 @@ def format_results(table: dict[str, dict[str, Any]], comparisons: dict[str, dict
     return "\n".join(lines)
 
 
-def _series(path: Path, key: str) -> tuple[list[int], list[float]]:
-    if not path.is_file():
-        return [], []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if key in r]
-    return [r["step"] for r in rows], [r[key] for r in rows]
-
-
 def plot_curves(sft_metrics: Path, rl_metrics: Path, out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display on training machines
-    import matplotlib.pyplot as plt
-
     # An edit stage judged by an execution reward also logs the held-out share resolved.
     heldout = ("heldout/mean_reward", "heldout/format_correct") + (
-        ("heldout/resolved",) if _series(rl_metrics, "heldout/resolved")[0] else ())
-    panels = [(sft_metrics, ("loss",), "SFT loss"), (rl_metrics, ("reward_mean",), "RL reward (train, mean)"),
-              (rl_metrics, heldout, "RL held-out (sampled)"),
-              (rl_metrics, ("kl", "entropy"), "RL KL to reference, entropy"),
-              (rl_metrics, ("response_length",), "RL response length")]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
-    for ax, (path, keys, title) in zip(axes, panels):
-        series = [(key, *_series(path, key)) for key in keys]
-        for key, x, y in series:
-            ax.plot(x, y, marker="o", markersize=3, label=key.split("/")[-1])
-        missing = [key for key, x, _ in series if not x]  # e.g. KL with kl_coef 0 (no reference model)
-        if missing:
-            ax.text(0.5, 0.9, f"not logged: {', '.join(missing)}", ha="center", va="center", transform=ax.transAxes,
-                    fontsize=8)
-        if len(keys) - len(missing) > 1:
-            ax.legend(fontsize=8)
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+        ("heldout/resolved",) if metric_series(rl_metrics, "heldout/resolved")[0] else ())
+    plot_metric_panels([(sft_metrics, ("loss",), "SFT loss"), (rl_metrics, ("reward_mean",), "RL reward (train, mean)"),
+                        (rl_metrics, heldout, "RL held-out (sampled)"),
+                        (rl_metrics, ("kl", "entropy"), "RL KL to reference, entropy"),
+                        (rl_metrics, ("response_length",), "RL response length")], out)

@@ -34,9 +34,12 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.agent, self.make_env, self.judge = agent, make_env, judge
 
     def rollouts(self, state: TrainState, position: int, instances: Sequence[Instance],
-                 policy: Optional[Policy] = None) -> list[list[dict[str, Any]]]:
-        """G judged, token-exact episodes per instance: trajectory rows, grouped. `policy`: the
-        in-process sampler on the current weights unless given (one that returns token ids)."""
+                 policy: Optional[Policy] = None, samples: int = 0, seed: Optional[int] = None,
+                 lockstep: bool = True) -> list[list[dict[str, Any]]]:
+        """`samples` (default G) judged, token-exact episodes per instance: trajectory rows, grouped.
+        `policy`: the in-process sampler on the current weights unless given (one that returns token
+        ids). `seed`: default, one per position. `lockstep`: agent/driver.py (a run that resumes to
+        the same tokens)."""
         if self.make_env is None or self.judge is None or self.tokenizer is None:
             raise ValueError("rollouts need make_env, judge and the setup's tokenizer")
         if policy is None:
@@ -44,33 +47,39 @@ class AgentGRPOTrainer(GRPOTrainer):
 
             policy = SamplerPolicy(self.sample_cfg, self.sampling_params(state.params), self.tokenizer,
                                    self.rollout_engine)
-        g = self.grpo.group_size
+        g = samples or self.grpo.group_size
         episodes = run_episodes([EpisodeJob(inst, s) for inst in instances for s in range(g)], policy, self.agent,
-                                self.make_env, seed=derive_seed("agent-grpo", position), judge=self.judge,
-                                tokenizer=self.tokenizer)
+                                self.make_env, seed=derive_seed("agent-grpo", position) if seed is None else seed,
+                                judge=self.judge, tokenizer=self.tokenizer, lockstep=lockstep)
         rows = [ep.to_json() for ep in episodes]
         return [rows[i * g:(i + 1) * g] for i in range(len(instances))]
 
     def update_on_episodes(self, state: TrainState, position: int,
                            groups: Sequence[Sequence[Trajectory]]) -> tuple[TrainState, dict[str, float]]:
-        """One GRPO update on judged trajectories, grouped by instance (module docstring). Episodes
-        without tokens (no turn was sampled: a set-up or policy failure) are left out."""
-        groups = [[t for t in group if t.get("tokens")] for group in groups]
+        """One GRPO update on judged trajectories, grouped by instance (module docstring). An episode
+        without tokens (no turn was sampled: a set-up or policy failure) is out of the loss and the
+        baseline; its row stays, empty, so every step has the same number of rows."""
         rewards = [[episode_reward(t) for t in group] for group in groups]
-        kept = [[kept_for_loss(t["exit_status"]) for t in group] for group in groups]
+        kept = [[kept_for_loss(t["exit_status"]) and bool(t.get("tokens")) for t in group] for group in groups]
         advantages = loo_advantages(rewards, kept)
         flat = [t for group in groups for t in group]
         if not flat:
-            raise ValueError("no episode with tokens to train on")
-        batch = build_episode_batch([t["tokens"] for t in flat], self.pad_id, [k for ks in kept for k in ks])
-        arrays = {**batch.arrays(), "advantages": batch.per_token(np.asarray([a for g in advantages for a in g]))}
+            raise ValueError("no episodes to train on")
+        empty = {"ids": [], "mask": [], "logprobs": []}
+        batch = build_episode_batch([t.get("tokens") or empty for t in flat], self.pad_id,
+                                    [k for ks in kept for k in ks], row_multiple=self.row_multiple())
+        adv = np.zeros(batch.tokens.shape[0])
+        adv[:len(flat)] = [a for g in advantages for a in g]
+        arrays = {**batch.arrays(), "advantages": batch.per_token(adv)}
+        sampled = [t for t in flat if t.get("tokens")]
         counts = [t["counts"] for t in flat]
         metrics = {"resolved_rate": float(np.mean([r for g in rewards for r in g])),
-                   "episodes": float(len(flat)), "filtered": float(len(flat) - sum(map(sum, kept))),
+                   "episodes": float(len(flat)), "without_tokens": float(len(flat) - len(sampled)),
+                   "filtered": float(sum(not kept_for_loss(t["exit_status"]) for t in flat)),
                    "turns": float(np.mean([c["turns"] for c in counts])),
                    "format_errors": float(np.mean([c["format_errors"] for c in counts])),
                    "tool_seconds": float(np.mean([t["seconds"]["commands"] for t in flat])),
-                   "tokens": float(np.mean([len(t["tokens"]["ids"]) for t in flat]))}
+                   "tokens": float(np.mean([len(t["tokens"]["ids"]) for t in sampled])) if sampled else 0.0}
         if not batch.loss_mask.any() or not np.any(arrays["advantages"]):
             return state, {**metrics, "loss": 0.0, "grad_norm": 0.0}  # nothing to learn from
         state, update_metrics = self._update(state, position, arrays)

@@ -55,30 +55,44 @@ def loo_advantages(rewards: Sequence[Sequence[float]], kept: Sequence[Sequence[b
 
 
 def build_episode_batch(episodes: Sequence[Mapping[str, Sequence]], pad_id: int, kept: Optional[Sequence[bool]] = None,
-                        min_length: int = 64) -> RolloutBatch:
+                        min_length: int = 64, row_multiple: int = 1) -> RolloutBatch:
     """One row per episode (`{"ids", "mask", "logprobs"}`, agent/tokens.py), right-padded to one
     bucketed width. Position s predicts token s + 1: the loss mask and the sampler's log-probs sit on
     the positions before sampled tokens; an episode not `kept` has no loss. `result_index` is the
-    episode's index on its predicting positions (RolloutBatch.per_token spreads advantages)."""
+    episode's index on its predicting positions (RolloutBatch.per_token spreads advantages).
+
+    A row ends at the episode's last sampled token: the observation after its last turn (the final
+    command's output, the submission's diff) carries no loss, and keeping it would widen the rows
+    past the context the sampler was held to. An episode without a sampled token (its set-up failed)
+    keeps its row, empty and without loss, and the rows are padded with such rows to a multiple of
+    `row_multiple` (`PolicyUpdater.row_multiple`: minibatches, micro-batches and the mesh's batch
+    shards each get whole rows)."""
     if not episodes:
         raise ValueError("no episodes")
     kept = [True] * len(episodes) if kept is None else list(kept)
-    width = bucket_length(max(len(e["ids"]) for e in episodes), min_length)
-    tokens = np.full((len(episodes), width), pad_id, np.int32)
-    loss_mask = np.zeros((len(episodes), width), np.float32)
-    logp = np.zeros((len(episodes), width), np.float32)
-    index = np.full((len(episodes), width), -1, np.int32)
-    lengths = np.zeros(len(episodes), np.int32)
+    rows = -(-len(episodes) // row_multiple) * row_multiple
+    lengths_used = []
     for i, episode in enumerate(episodes):
-        ids, mask = np.asarray(episode["ids"], np.int32), np.asarray(episode["mask"], np.float32)
-        if not (len(ids) == len(mask) == len(episode["logprobs"])) or mask[0]:
+        mask = np.asarray(episode["mask"], np.float32)
+        if not (len(episode["ids"]) == len(mask) == len(episode["logprobs"])) or (len(mask) and mask[0]):
             raise ValueError(f"episode {i}: ids, mask and logprobs must be one length, the first token a prompt's")
-        n = len(ids)
+        sampled = np.flatnonzero(mask)
+        lengths_used.append(int(sampled[-1]) + 1 if len(sampled) else 0)
+    width = bucket_length(max(max(lengths_used), 2), min_length)
+    tokens = np.full((rows, width), pad_id, np.int32)
+    loss_mask = np.zeros((rows, width), np.float32)
+    logp = np.zeros((rows, width), np.float32)
+    index = np.full((rows, width), -1, np.int32)
+    lengths = np.zeros(rows, np.int32)
+    for i, (episode, n) in enumerate(zip(episodes, lengths_used)):
+        if n == 0:
+            continue
+        ids, mask = np.asarray(episode["ids"][:n], np.int32), np.asarray(episode["mask"][:n], np.float32)
         tokens[i, :n] = ids
         sampled = mask[1:] > 0
         loss_mask[i, :n - 1] = sampled * kept[i]
-        logp[i, :n - 1] = np.where(sampled, np.asarray(episode["logprobs"], np.float32)[1:], 0.0)
+        logp[i, :n - 1] = np.where(sampled, np.asarray(episode["logprobs"][:n], np.float32)[1:], 0.0)
         index[i, :n - 1] = np.where(sampled, i, -1)
         lengths[i] = int(sampled.sum())
     positions = np.broadcast_to(np.arange(width, dtype=np.int32), tokens.shape).copy()
-    return RolloutBatch(tokens, positions, loss_mask, logp, lengths, np.zeros(len(episodes), bool), index)
+    return RolloutBatch(tokens, positions, loss_mask, logp, lengths, np.zeros(rows, bool), index)

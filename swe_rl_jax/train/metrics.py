@@ -6,7 +6,7 @@ import math
 import resource
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import jax
 
@@ -96,3 +96,39 @@ class MetricsWriter:
         if self.enabled:
             self._jsonl.close()
             self._tb.close()
+
+
+def metric_series(path: Path, key: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of `key` in a MetricsWriter's metrics.jsonl (empty when the file or key is absent)."""
+    if not path.is_file():
+        return [], []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if key in r]
+    return [r["step"] for r in rows], [r[key] for r in rows]
+
+
+def plot_metric_panels(panels: Sequence[tuple[Path, Sequence[str], str]], out: Path) -> None:
+    """One PNG of side-by-side panels, each (metrics.jsonl, keys, title): the keys' curves over steps;
+    a key never logged is named on its panel rather than silently missing."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on training machines
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2), squeeze=False)
+    for ax, (path, keys, title) in zip(axes[0], panels):
+        series = [(key, *metric_series(path, key)) for key in keys]
+        for key, x, y in series:
+            ax.plot(x, y, marker="o", markersize=3, label=key.split("/")[-1])
+        missing = [key for key, x, _ in series if not x]  # e.g. KL with kl_coef 0 (no reference model)
+        if missing:
+            ax.text(0.5, 0.9, f"not logged: {', '.join(missing)}", ha="center", va="center", transform=ax.transAxes,
+                    fontsize=8)
+        if len(keys) - len(missing) > 1:
+            ax.legend(fontsize=8)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,149 @@
+"""The `agent-rl` loop on the sample (rl/agent_run.py): instances split by repository and the ones the
+harness cannot judge counted; a run of scripted episodes judged by the harness trains (the resolved
+episode and the one that gave up get rewards 1 and 0) and, killed with SIGKILL mid-run, resumes to
+the uninterrupted run's episodes, metrics and exported weights, bit for bit."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from swe_rl_jax.cli import main as cli
+from swe_rl_jax.config import load_config
+from swe_rl_jax.data.sources import RepoLocator
+from swe_rl_jax.harness.sandbox import isolation_mode
+from swe_rl_jax.rl.agent_run import AgentRLConfig, split_by_repo, usable_instances
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample"
+
+pytestmark = pytest.mark.skipif(isolation_mode("auto") == "none",
+                                reason="the agent's commands need a sandbox (root with bubblewrap or unshare)")
+
+# Runs `run_agent_rl` with the scripted token policy: sample 0 of each instance writes its gold fix,
+# sample 1 gives up at once (tools/scripted_agent.py). argv: the config's key=value overrides. The
+# scripted test command prints no timing: the environment's outputs, and so the episodes' tokens,
+# are the same on every run (pytest's "passed in 0.04s" would not be).
+RUNNER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from scripted_agent import ScriptedTokens, gold_fix_turns
+from swe_rl_jax.config import load_config
+from swe_rl_jax.data.sources import RepoLocator, load_instances
+from swe_rl_jax.rl.agent_run import AgentRLConfig, run_agent_rl
+from swe_rl_jax.tokenizer import load_tokenizer, smollm2_gguf_path
+
+config = load_config(AgentRLConfig, None, sys.argv[2:])
+locator = RepoLocator(config.repos)
+tests = "python -m pytest -q -p no:cacheprovider >/dev/null 2>&1; echo tests exit $?"
+script = {(i.instance_id, 0): gold_fix_turns(i, locator.find(i.repo), tests) for p in config.instances
+          for i in load_instances(p)}
+run_agent_rl(config, policy=ScriptedTokens(load_tokenizer(smollm2_gguf_path()), script))
+"""
+
+
+def _instances(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _sample_rows() -> list[dict]:
+    return [json.loads(line) for line in (SAMPLE / "instances.jsonl").read_text().splitlines()]
+
+
+def test_instances_are_split_by_repository_and_the_unjudgeable_counted(repos, tmp_path):
+    rows = _sample_rows()
+    unknown = {**rows[0], "instance_id": "nobody__nothing-1", "repo": "nobody/nothing"}
+    untested = {**rows[1], "instance_id": rows[1]["instance_id"] + "-untested", "FAIL_TO_PASS": []}
+    path = _instances(tmp_path / "i.jsonl", rows + [unknown, untested, rows[2]])
+    config = load_config(AgentRLConfig, None, [f"instances=[{path}]", f"repos={repos}"])
+    kept, skipped = usable_instances(config, RepoLocator(repos))
+    assert [i.instance_id for i in kept] == [r["instance_id"] for r in rows]
+    assert skipped == {"no_clone": 1, "no_tests": 1, "duplicate": 1}
+    train, held = split_by_repo(kept, ["tidewater/ledgerly"])
+    assert {i.repo for i in held} == {"tidewater/ledgerly"} and len(held) == 4
+    assert not {i.repo for i in train} & {i.repo for i in held} and len(train) + len(held) == len(kept)
+
+
+def test_bad_settings_are_one_line_errors(repos, tmp_path, capsys):
+    path = _instances(tmp_path / "i.jsonl", _sample_rows()[:2])
+    cases = {("sample=true", f"repos={repos}"): "sample:",
+             (f"instances=[{path}]", f"repos={repos}", "agent.sampling.temperature=0"): "agent.sampling.temperature:",
+             (f"instances=[{path}]", f"repos={repos}", "heldout.repos=[quillsoft/configlet]"): "no instance to train on",
+             (f"instances=[{path}]", f"repos={tmp_path}"): "no instance to train on"}
+    for args, message in cases.items():
+        assert cli(["agent-rl", f"out_dir={tmp_path / 'out'}", *args]) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "out" / "checkpoints").exists()
+
+
+def _metrics(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics" / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_run_killed_mid_step_resumes_to_the_uninterrupted_run(repos, open_dir, tiny_llama, tmp_path_factory):
+    root = tmp_path_factory.mktemp("agent_rl")
+    # Two training instances of one repository (a step each); the uninterrupted run also evaluates
+    # one of another repository, held out (so both runs train on the same two).
+    rows = _sample_rows()
+    train = _instances(root / "train.jsonl", [rows[0], rows[1]])
+    held_out = _instances(root / "heldout.jsonl", [rows[4]])
+    args = [f"repos={repos}", f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
+            f"agent.specs={SAMPLE / 'specs.json'}", f"agent.env_cache={root / 'envs'}",
+            f"agent.work_dir={open_dir / 'agent_rl'}", "agent.sampling.max_new_tokens=8", "agent.command_timeout_s=60",
+            "grpo.group_size=2", "update.remat=none", "instances_per_step=1", "num_steps=2", "save_every=1", "optimizer.lr=1e-2",
+            "progress=false"]
+
+    def run(out: Path, *extra: str, background: bool = False):
+        cmd = [sys.executable, "-c", RUNNER, str(ROOT / "tools"), f"out_dir={out}", *args,
+               *(extra or [f"instances=[{train}]"])]
+        if background:
+            return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    straight, killed = root / "straight", root / "killed"
+    run(straight, f"instances=[{train},{held_out}]", "heldout.repos=[tidewater/ledgerly]", "heldout.samples=1")
+    proc = run(killed, background=True)
+    deadline = time.time() + 600
+    while not (killed / "checkpoints" / "1").is_dir() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)  # mid step 2: its episodes run, nothing of it is saved
+    proc.wait()
+    assert [m["step"] for m in _metrics(killed)] == [1]
+    run(killed)  # the same command: resumes at step 2
+
+    a, b = _metrics(straight), _metrics(killed)
+    heldout = [m for m in a if "heldout/resolved_rate" in m]
+    # The held-out instance's one episode is its sample 0, the gold fix: resolved before and after.
+    assert [m["step"] for m in heldout] == [0, 2] and all(m["heldout/resolved_rate"] == 1.0 for m in heldout)
+    timing = ("host/", "heldout/", "tool_seconds")
+    a, b = ([{k: v for k, v in m.items() if not k.startswith(timing)} for m in run if m["step"] > 0] for run in (a, b))
+    assert [m["step"] for m in a] == [m["step"] for m in b] == [1, 2]
+    # Each step: the gold-fix episode resolved, the give-up one not; a real update; the sampler's
+    # (scripted, 0) and the trainer's log-probs differ, and the metric says so.
+    assert all(m["resolved_rate"] == 0.5 and m["loss"] != 0.0 and m["logp_mismatch_mean"] > 0 for m in a)
+    assert a == b
+    for step in (1, 2):
+        ta, tb = ([json.loads(line) for line in (out / "trajectories" / f"step_{step:06d}.jsonl").read_text()
+                   .splitlines()] for out in (straight, killed))
+        assert [t["verdict"]["resolved"] for t in ta] == [True, False]
+        same = lambda t: (t["instance_id"], t["patch"], [{k: v for k, v in x.items() if "seconds" not in k}  # noqa: E731
+                                                          for x in t["turns"]])
+        assert [same(t) for t in ta] == [same(t) for t in tb]
+    wa, wb = (load_file(str(out / "hf" / "model.safetensors")) for out in (straight, killed))
+    assert wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)
+    initial = load_file(str(Path(tiny_llama) / "model.safetensors"))
+    assert any(not np.array_equal(wa[k], initial[k]) for k in wa)
+    summary = json.loads((killed / "summary.json").read_text())
+    assert summary["finished"] and summary["steps"] == 2 and summary["train_instances"] == 2
+    assert (killed / "curves.png").stat().st_size > 0
