@@ -28,26 +28,13 @@ SAMPLE = ROOT / "data" / "sample"
 pytestmark = pytest.mark.skipif(isolation_mode("auto") == "none",
                                 reason="the agent's commands need a sandbox (root with bubblewrap or unshare)")
 
-# Runs `run_agent_rl` with the scripted token policy: sample 0 of each instance writes its gold fix,
-# sample 1 gives up at once (tools/scripted_agent.py). argv: the config's key=value overrides. The
-# scripted test command prints no timing: the environment's outputs, and so the episodes' tokens,
-# are the same on every run (pytest's "passed in 0.04s" would not be).
-RUNNER = """
-import sys
-sys.path.insert(0, sys.argv[1])
-from scripted_agent import ScriptedTokens, gold_fix_turns
-from swe_rl_jax.config import load_config
-from swe_rl_jax.data.sources import RepoLocator, load_instances
-from swe_rl_jax.rl.agent_run import AgentRLConfig, run_agent_rl
-from swe_rl_jax.tokenizer import load_tokenizer, smollm2_gguf_path
+sys.path.insert(0, str(ROOT / "tools"))
+from scripted_agent import run_scripted_agent_rl  # noqa: E402
 
-config = load_config(AgentRLConfig, None, sys.argv[2:])
-locator = RepoLocator(config.repos)
-tests = "python -m pytest -q -p no:cacheprovider >/dev/null 2>&1; echo tests exit $?"
-script = {(i.instance_id, 0): gold_fix_turns(i, locator.find(i.repo), tests) for p in config.instances
-          for i in load_instances(p)}
-run_agent_rl(config, policy=ScriptedTokens(load_tokenizer(smollm2_gguf_path()), script))
-"""
+# `agent-rl` with the scripted token policy in a process of its own (tools/scripted_agent.py: sample 0
+# of each instance writes its gold fix, sample 1 gives up at once); argv: the config's overrides.
+RUNNER = "import sys; sys.path.insert(0, sys.argv[1]); from scripted_agent import run_scripted_agent_rl; " \
+         "run_scripted_agent_rl(sys.argv[2:])"
 
 
 def _instances(path: Path, rows: list[dict]) -> Path:
@@ -97,30 +84,27 @@ def test_a_run_killed_mid_step_resumes_to_the_uninterrupted_run(repos, open_dir,
     rows = _sample_rows()
     train = _instances(root / "train.jsonl", [rows[0], rows[1]])
     held_out = _instances(root / "heldout.jsonl", [rows[4]])
+    # Short prompts keep the rows, and so the updates, small.
     args = [f"repos={repos}", f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
+            "agent.system_template=You fix bugs with one bash command per answer.", "agent.instance_template='{{task}}'",
             f"agent.specs={SAMPLE / 'specs.json'}", f"agent.env_cache={root / 'envs'}",
             f"agent.work_dir={open_dir / 'agent_rl'}", "agent.sampling.max_new_tokens=8", "agent.command_timeout_s=60",
             "grpo.group_size=2", "update.remat=none", "instances_per_step=1", "num_steps=2", "save_every=1", "optimizer.lr=1e-2",
             "progress=false"]
 
-    def run(out: Path, *extra: str, background: bool = False):
-        cmd = [sys.executable, "-c", RUNNER, str(ROOT / "tools"), f"out_dir={out}", *args,
-               *(extra or [f"instances=[{train}]"])]
-        if background:
-            return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
-
     straight, killed = root / "straight", root / "killed"
-    run(straight, f"instances=[{train},{held_out}]", "heldout.repos=[tidewater/ledgerly]", "heldout.samples=1")
-    proc = run(killed, background=True)
+    run_scripted_agent_rl([f"out_dir={straight}", *args, f"instances=[{train},{held_out}]",
+                           "heldout.repos=[tidewater/ledgerly]", "heldout.samples=1"])
+    resumable = [f"out_dir={killed}", *args, f"instances=[{train}]"]
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(ROOT / "tools"), *resumable],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
     while not (killed / "checkpoints" / "1").is_dir() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
     os.kill(proc.pid, signal.SIGKILL)  # mid step 2: its episodes run, nothing of it is saved
     proc.wait()
     assert [m["step"] for m in _metrics(killed)] == [1]
-    run(killed)  # the same command: resumes at step 2
+    run_scripted_agent_rl(resumable)  # the same run again: it resumes at step 2
 
     a, b = _metrics(straight), _metrics(killed)
     heldout = [m for m in a if "heldout/resolved_rate" in m]

@@ -160,6 +160,26 @@ class ScriptedTokens:
         return out
 
 
+def run_scripted_agent_rl(overrides: Sequence[str],
+                          test_command: str = "python -m pytest -q -p no:cacheprovider >/dev/null 2>&1; "
+                                              "echo tests exit $?") -> dict[str, Any]:
+    """`agent-rl` (config from `key=value` overrides) with `ScriptedTokens` in the sampler's stead:
+    sample 0 of every instance writes its gold fix, the others give up. The default test command
+    prints no timing, so the environment's outputs, and the episodes' tokens, are the same on every
+    run (pytest's "passed in 0.04s" would not be)."""
+    from swe_rl_jax.config import load_config
+    from swe_rl_jax.rl.agent_run import AgentRLConfig, run_agent_rl
+    from swe_rl_jax.policy import tokenizer_source
+    from swe_rl_jax.tokenizer import load_tokenizer
+
+    config = load_config(AgentRLConfig, None, overrides)
+    locator = RepoLocator(config.repos)
+    script = {(i.instance_id, 0): gold_fix_turns(i, locator.find(i.repo), test_command)
+              for path in config.instances for i in load_instances(path)}
+    tokenizer = load_tokenizer(tokenizer_source(config.model))
+    return run_agent_rl(config, policy=ScriptedTokens(tokenizer, script))
+
+
 def script_for(instances: Sequence[Instance], locator: RepoLocator) -> dict[str, list[str]]:
     """`ScriptedServer`'s script: each instance's issue text -> its scripted episode."""
     return {i.problem_statement: gold_fix_turns(i, locator.find(i.repo)) for i in instances}
