@@ -65,6 +65,7 @@ def test_an_update_on_judged_episodes_moves_each_episodes_tokens_by_its_advantag
     groups = [[_on_policy(state.params, good), _on_policy(state.params, bad)],
               [_on_policy(state.params, filtered), _on_policy(state.params, _episode(rng, "submitted", False))]]
     before = [_sampled_logprob(state.params, e) for e in (good, bad)]
+    stale = _on_policy(state.params, bad)  # sampled before the update (the update donates `state`)
     new_state, metrics = trainer.update_on_episodes(state, 0, groups)
     after = [_sampled_logprob(new_state.params, e) for e in (good, bad)]
     assert after[0] > before[0] and after[1] < before[1], (before, after)
@@ -72,3 +73,9 @@ def test_an_update_on_judged_episodes_moves_each_episodes_tokens_by_its_advantag
     # Equal rewards in every group (after filtering): no signal, no step, the state as it was.
     same, metrics = trainer.update_on_episodes(new_state, 1, [[_on_policy(new_state.params, bad)] * 2, groups[1]])
     assert metrics["loss"] == 0.0 and same is new_state
+    # Without an update the sampler/trainer gap is still measured: none for episodes sampled from this
+    # policy, some for ones sampled before the update.
+    _, metrics = trainer.update_on_episodes(new_state, 1, [[_on_policy(new_state.params, bad)] * 2])
+    assert metrics["logp_mismatch_max"] < 1e-4
+    _, metrics = trainer.update_on_episodes(new_state, 1, [[stale] * 2])
+    assert metrics["logp_mismatch_mean"] > 1e-3

@@ -16,6 +16,7 @@ from swe_rl_jax.agent.config import AgentConfig
 from swe_rl_jax.agent.driver import EpisodeJob, Judge, run_episodes
 from swe_rl_jax.agent.environment import AgentEnvironment
 from swe_rl_jax.data.sources import Instance
+from swe_rl_jax.parallel.distributed import place_rows, to_host
 from swe_rl_jax.policies import Policy, derive_seed
 from swe_rl_jax.rl.config import GRPOConfig
 from swe_rl_jax.rl.episodes import build_episode_batch, episode_reward, kept_for_loss, loo_advantages
@@ -81,6 +82,18 @@ class AgentGRPOTrainer(GRPOTrainer):
                    "tool_seconds": float(np.mean([t["seconds"]["commands"] for t in flat])),
                    "tokens": float(np.mean([len(t["tokens"]["ids"]) for t in sampled])) if sampled else 0.0}
         if not batch.loss_mask.any() or not np.any(arrays["advantages"]):
-            return state, {**metrics, "loss": 0.0, "grad_norm": 0.0}  # nothing to learn from
+            # Nothing to learn from: no optimizer step, the state as it was; the sampler/trainer gap is
+            # still measured (one forward pass), as every step's metric.
+            return state, {**metrics, **self._mismatch(state, arrays), "loss": 0.0, "grad_norm": 0.0}
         state, update_metrics = self._update(state, position, arrays)
         return state, {**metrics, **update_metrics}
+
+    def _mismatch(self, state: TrainState, arrays: dict[str, np.ndarray]) -> dict[str, float]:
+        """|trainer − sampler| log-prob of the sampled tokens in the loss, as the update's
+        `logp_mismatch_mean` / `_max` (rl/objectives.py) measure it."""
+        mask = arrays["loss_mask"] > 0
+        if not mask.any():
+            return {}
+        logp, _ = to_host(self._logp_entropy(state.params, place_rows(arrays, self.shard_batch(arrays))))
+        gap = np.abs(np.asarray(logp) - arrays["logp_sampler"])[mask]
+        return {"logp_mismatch_mean": float(gap.mean()), "logp_mismatch_max": float(gap.max())}

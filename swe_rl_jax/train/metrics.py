@@ -119,7 +119,7 @@ def plot_metric_panels(panels: Sequence[tuple[Path, Sequence[str], str]], out: P
     for ax, (path, keys, title) in zip(axes[0], panels):
         series = [(key, *metric_series(path, key)) for key in keys]
         for key, x, y in series:
-            ax.plot(x, y, marker="o", markersize=3, label=key.split("/")[-1])
+            ax.plot(x, y, marker="o", markersize=3, label=key)
         missing = [key for key, x, _ in series if not x]  # e.g. KL with kl_coef 0 (no reference model)
         if missing:
             ax.text(0.5, 0.9, f"not logged: {', '.join(missing)}", ha="center", va="center", transform=ax.transAxes,
