@@ -34,7 +34,7 @@ class RolloutConfig:
     # policies/sampler.py), so each agent turn prefills only its new tokens (sampling/prefix_cache.py):
     # at most this many token slots on device, grown as used; 0 = off. Single-turn prompts never
     # use it and cost nothing. 65,536 slots: 8 episodes in flight of 8k tokens; 3.0 GB of float32
-    # KV for SmolLM2-135M, 3.7 GB of bfloat16 for Qwen2.5-7B.
+    # KV for SmolLM2-135M, 3.8 GB of bfloat16 for Qwen2.5-7B.
     prefix_cache_tokens: int = 65536
 
     def __post_init__(self) -> None:

@@ -40,7 +40,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from swe_rl_jax.models import ModelConfig
-from swe_rl_jax.models.decoder import compute_dtype
+from swe_rl_jax.models.decoder import KVCache, compute_dtype
 from swe_rl_jax.models.params import Params
 from swe_rl_jax.parallel.rules import MeshSharding, Rules, activation_sharding, get_rules, param_shardings, rules_for_mesh
 from swe_rl_jax.sampling import continuous
@@ -138,11 +138,9 @@ class Engine:
         self._static = jax.jit(self._counted(self._static_program), static_argnums=(0, 1))
         self._from_bank = jax.jit(self._counted(self._bank_program), static_argnums=(0, 1))
         self._prefill = jax.jit(self._counted(lambda c, p, t, m: prefill(c, self.shard, p, t, m)), static_argnums=0)
-        self._continue = jax.jit(self._counted(lambda c, *args: continue_prefill(c, self.shard, *args)),
-                                 static_argnums=0)
-        self._write_pool = jax.jit(self._counted(lambda *args: write_pool(self.shard, *args)), donate_argnums=0)
-        self._grow_pool = jax.jit(self._counted(lambda c, pool, size: grow_pool(c, self.shard, pool, size)),
-                                  static_argnums=(0, 2))
+        self._continue = jax.jit(self._counted(self._continue_program), static_argnums=0, donate_argnums=2)
+        self._write_pool = jax.jit(self._counted(self._write_pool_program), donate_argnums=0)
+        self._grow_pool = jax.jit(self._counted(self._grow_pool_program), static_argnums=(0, 2))
         self._admit = jax.jit(self._counted(self._admit_program), static_argnums=(0, 1), donate_argnums=2)
         self._decode = jax.jit(self._counted(self._decode_program), static_argnums=(0, 1, 2), donate_argnums=4)
         self._empty = jax.jit(self._counted(self._empty_rows), static_argnums=(0, 1, 2, 3))
@@ -214,6 +212,20 @@ class Engine:
                             jnp.int32(0), options.new_tokens - 1, aligned=True)
         joined = [jnp.concatenate([a, b], axis=1) for a, b in zip(first[:3], rest[:3])]
         return (*joined, first.count + rest.count, rows.hit_eos)
+
+    def _continue_program(self, config: ModelConfig, params: Params, pool: KVCache,
+                          *args: jax.Array) -> tuple[Bank, KVCache]:
+        """A continued prefill and the write of its new tokens' KV into the pool, in one program (one
+        compilation per shape, not two)."""
+        *inputs, dst = args
+        bank = continue_prefill(config, self.shard, params, pool, *inputs)
+        return bank, write_pool(self.shard, pool, bank.cache, dst)
+
+    def _write_pool_program(self, pool: KVCache, cache: KVCache, dst: jax.Array) -> KVCache:
+        return write_pool(self.shard, pool, cache, dst)
+
+    def _grow_pool_program(self, config: ModelConfig, pool: Optional[KVCache], size: int) -> KVCache:
+        return grow_pool(config, self.shard, pool, size)
 
     def _admit_program(self, config: ModelConfig, options: Options, rows: Rows, bank: Bank, admission: Admission,
                        where: jax.Array, eos_ids: jax.Array) -> tuple[Rows, Produced]:
@@ -308,17 +320,20 @@ class Engine:
         try:
             matches = [prefix_cache.match(p) for p in prompts]
             self.prefilled_tokens += sum(len(p) - m.length for p, m in zip(prompts, matches))
+            # Slots are reserved before the KV is computed, so one program can both read the prefixes
+            # and write the new tokens; the slots the prefixes occupy are held, never reused here.
+            dst = prefix_cache.reserve(prompts, matches, num_rows, prompt_slots)
+            writes = bool((dst < prefix_cache.pool_tokens).any())
+            if writes and pool_slots(prefix_cache.pool) < prefix_cache.pool_tokens:
+                prefix_cache.pool = self._grow_pool(config, prefix_cache.pool, prefix_cache.pool_tokens)
             if any(m.length for m in matches):
                 inputs = continuation_inputs(prompts, matches, num_rows, prompt_slots, self.buckets)
-                bank = self._continue(config, params, prefix_cache.pool, *(self._put_rows(x) for x in inputs),
-                                      self._put_rows(prompt_mask))
+                bank, prefix_cache.pool = self._continue(config, params, prefix_cache.pool,
+                                                         *(self._put_rows(x) for x in (*inputs, prompt_mask, dst)))
             else:
                 bank = self._prefill(config, params, self._put_rows(prompt_tokens), self._put_rows(prompt_mask))
-            dst = prefix_cache.reserve(prompts, matches, num_rows, prompt_slots)
-            if (dst < prefix_cache.pool_tokens).any():
-                if pool_slots(prefix_cache.pool) < prefix_cache.pool_tokens:
-                    prefix_cache.pool = self._grow_pool(config, prefix_cache.pool, prefix_cache.pool_tokens)
-                prefix_cache.pool = self._write_pool(prefix_cache.pool, bank.cache, self._put_rows(dst))
+                if writes:
+                    prefix_cache.pool = self._write_pool(prefix_cache.pool, bank.cache, self._put_rows(dst))
             return bank
         except BaseException:
             prefix_cache.clear()  # an entry may name slots that were never written

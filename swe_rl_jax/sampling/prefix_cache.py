@@ -124,8 +124,9 @@ class PrefixCache:
         """Keeps the prompts of a bank (rows of `prompts`, left-padded into `prompt_slots`) whose
         matches were taken before their prefill: entries for them, pool slots for their new tokens.
         Returns the pool slot each bank slot's KV goes to, [num_rows, prompt_slots] (`pool_tokens`,
-        out of range, where nothing is written). Call before writing; the pool may have to grow to
-        `pool_tokens` first."""
+        out of range, where nothing is written); the pool may have to grow to `pool_tokens` first.
+        The engine reads the matched prefixes and writes the new tokens in one program, so a slot
+        freed here for new tokens is read before it is overwritten."""
         keep = [p for p, m in enumerate(matches) if not m.covered]
         for p in keep:  # the new entries hold their prefixes' slots: no eviction below frees them
             self._refs[matches[p].slots] += 1
