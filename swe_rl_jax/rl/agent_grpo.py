@@ -19,7 +19,7 @@ from swe_rl_jax.data.sources import Instance
 from swe_rl_jax.parallel.distributed import place_rows, to_host
 from swe_rl_jax.policies import Policy, derive_seed
 from swe_rl_jax.rl.config import GRPOConfig
-from swe_rl_jax.rl.episodes import build_episode_batch, episode_reward, kept_for_loss, loo_advantages
+from swe_rl_jax.rl.episodes import build_episode_batch, episode_metrics, episode_reward, kept_for_loss, loo_advantages
 from swe_rl_jax.rl.grpo import GRPOTrainer
 from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
 from swe_rl_jax.train import TrainState
@@ -73,12 +73,9 @@ class AgentGRPOTrainer(GRPOTrainer):
         adv[:len(flat)] = [a for g in advantages for a in g]
         arrays = {**batch.arrays(), "advantages": batch.per_token(adv)}
         sampled = [t for t in flat if t.get("tokens")]
-        counts = [t["counts"] for t in flat]
-        metrics = {"resolved_rate": float(np.mean([r for g in rewards for r in g])),
+        metrics = {**episode_metrics(groups),
                    "episodes": float(len(flat)), "without_tokens": float(len(flat) - len(sampled)),
                    "filtered": float(sum(not kept_for_loss(t["exit_status"]) for t in flat)),
-                   "turns": float(np.mean([c["turns"] for c in counts])),
-                   "format_errors": float(np.mean([c["format_errors"] for c in counts])),
                    "tool_seconds": float(np.mean([t["seconds"]["commands"] for t in flat])),
                    "tokens": float(np.mean([len(t["tokens"]["ids"]) for t in sampled])) if sampled else 0.0}
         if not batch.loss_mask.any() or not np.any(arrays["advantages"]):

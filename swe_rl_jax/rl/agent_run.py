@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 import jax
-import numpy as np
 from tqdm import tqdm
 
 from swe_rl_jax.agent.config import AgentConfig
@@ -40,7 +39,7 @@ from swe_rl_jax.policies import Policy, derive_seed
 from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config
 from swe_rl_jax.rl.agent_grpo import AgentGRPOTrainer
 from swe_rl_jax.rl.config import GRPOConfig
-from swe_rl_jax.rl.episodes import episode_reward
+from swe_rl_jax.rl.episodes import episode_metrics
 from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
 from swe_rl_jax.rl.run import PromptStream
 from swe_rl_jax.sampling import SamplingParams
@@ -161,21 +160,6 @@ def usable_instances(config: AgentRLConfig, locator: RepoLocator) -> tuple[list[
     return kept, dict(skipped)
 
 
-def episode_metrics(groups: Sequence[Sequence[Mapping[str, Any]]], prefix: str = "") -> dict[str, float]:
-    """Means over a step's (or an evaluation's) trajectory rows: resolved and submitted rates, turns,
-    format errors, each exit status's share."""
-    rows = [t for g in groups for t in g]
-    if not rows:
-        return {}
-    statuses = collections.Counter(t["exit_status"] for t in rows)
-    out = {"resolved_rate": float(np.mean([episode_reward(t) for t in rows])),
-           "submitted_rate": statuses["submitted"] / len(rows),
-           "turns": float(np.mean([t["counts"]["turns"] for t in rows])),
-           "format_errors": float(np.mean([t["counts"]["format_errors"] for t in rows])),
-           **{f"exit/{k}": v / len(rows) for k, v in sorted(statuses.items())}}
-    return {f"{prefix}{k}": v for k, v in out.items()}
-
-
 def _write_trajectories(path: Path, groups: Sequence[Sequence[Mapping[str, Any]]]) -> None:
     """A step's episodes without their token ids (the metrics and turns stay readable; ids are
     what the update used and are many)."""
@@ -262,7 +246,6 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
         state, metrics = trainer.update_on_episodes(state, position, groups)
         position += 1
         steps_run += 1
-        metrics.update(episode_metrics(groups))
         metrics.update(host_memory_gb())
         every = config.heldout.every
         if heldout and (position == config.num_steps or (every and position % every == 0)):

@@ -16,6 +16,7 @@ sequence ratio, the KL and the loss aggregations apply to episodes unchanged.
 """
 from __future__ import annotations
 
+import collections
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -31,6 +32,21 @@ def episode_reward(trajectory: Mapping[str, Any]) -> float:
     harness resolved its submitted diff, else 0.0 (DeepSWE's)."""
     verdict = trajectory.get("verdict") or {}
     return float(bool(verdict.get("resolved")))
+
+
+def episode_metrics(groups: Sequence[Sequence[Mapping[str, Any]]], prefix: str = "") -> dict[str, float]:
+    """Means over a step's (or an evaluation's) trajectory rows: resolved and submitted rates, turns,
+    format errors, each exit status's share."""
+    rows = [t for g in groups for t in g]
+    if not rows:
+        return {}
+    statuses = collections.Counter(t["exit_status"] for t in rows)
+    out = {"resolved_rate": float(np.mean([episode_reward(t) for t in rows])),
+           "submitted_rate": statuses["submitted"] / len(rows),
+           "turns": float(np.mean([t["counts"]["turns"] for t in rows])),
+           "format_errors": float(np.mean([t["counts"]["format_errors"] for t in rows])),
+           **{f"exit/{k}": v / len(rows) for k, v in sorted(statuses.items())}}
+    return {f"{prefix}{k}": v for k, v in out.items()}
 
 
 def kept_for_loss(exit_status: str) -> bool:
