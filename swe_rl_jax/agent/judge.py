@@ -10,8 +10,9 @@ from swe_rl_jax.agent.driver import Judge
 from swe_rl_jax.data.sources import Instance, RepoLocator
 from swe_rl_jax.harness.environments import EnvironmentOptions
 from swe_rl_jax.harness.evaluation import HarnessOptions, evaluate_instance
-from swe_rl_jax.harness.sandbox import Limits, isolation_mode
+from swe_rl_jax.harness.sandbox import Limits
 from swe_rl_jax.harness.specs import RepoSpec, spec_for
+from swe_rl_jax.harness.workspace import agent_isolation
 
 VERDICT_KEYS = ("resolved", "resolution_status", "error", "message", "tests_status")
 
@@ -19,10 +20,11 @@ VERDICT_KEYS = ("resolved", "resolution_status", "error", "message", "tests_stat
 def make_judge(agent: AgentConfig, locator: RepoLocator, specs: Mapping[str, RepoSpec],
                env_options: EnvironmentOptions, work_dir: Path) -> Judge:
     """instance, diff -> the verdict kept in the trajectory (VERDICT_KEYS of evaluate's record), with
-    `agent.judge_timeout_s` CPU seconds for the tests."""
+    `agent.judge_timeout_s` CPU seconds for the tests, in bwrap: they run the agent's code, which a weaker
+    mode would let read the answer (`agent_isolation`)."""
+    isolation = agent_isolation(agent.isolation)
     options = HarnessOptions(workers=1, limits=Limits(timeout_s=agent.judge_timeout_s), env=env_options,
-                             isolation=agent.isolation, work_dir=str(work_dir))
-    isolation = isolation_mode(agent.isolation)
+                             isolation=isolation, work_dir=str(work_dir))
 
     def judge(instance: Instance, patch: str) -> dict[str, Any]:
         record = evaluate_instance(instance, patch, locator.find(instance.repo), spec_for(instance, specs), options,

@@ -30,11 +30,14 @@ Three modes, chosen once per process by `isolation_mode("auto")` (the strongest 
   the sandbox directory writable, a private `/dev/shm`; the directories the sandbox user must
   pass through (say `/root`, holding the interpreter) opened with `chmod o+x` in an overlay;
   then the drop to the host's `nobody` (uid 65534), shared by every run. Everything readable on
-  the host stays readable (other clones, the instances file), so this mode does not keep answers
-  out of reach (docs/HARNESS.md).
+  the host stays readable (other clones, the instances file, other runs' trees), so this mode does
+  not keep answers out of reach (docs/HARNESS.md).
 - `none` (anything else, e.g. not root): a plain child process in its own session, with HOME and
   TMPDIR in the sandbox and the same resource limits; it can reach the network and write wherever
   the user may. `run_isolated` reports the mode it used, and reports say it.
+
+Agent episodes take bwrap only (`workspace.agent_isolation` refuses the other two): an agent's shell
+runs beside sibling episodes and judges holding the hidden tests, which the weaker modes let it read.
 
 In both namespace modes the command is PID 1's child in its own PID namespace: when it dies or is
 killed, the kernel kills every process it left behind, and a harness that dies takes its runs
@@ -358,9 +361,10 @@ def _namespaces_work() -> bool:
             and _probe("namespaces"))
 
 
+BWRAP_NEEDS = ("root, bubblewrap (apt-get install bubblewrap), util-linux setpriv/prlimit and a kernel that allows "
+               "new namespaces")
 _UNAVAILABLE = {
-    "bwrap": "bwrap isolation needs root, bubblewrap (apt-get install bubblewrap), util-linux setpriv/prlimit "
-             "and a kernel that allows new namespaces",
+    "bwrap": f"bwrap isolation needs {BWRAP_NEEDS}",
     "namespaces": "namespaces need root, util-linux unshare/setpriv/prlimit and a kernel that allows new "
                   "namespaces",
 }

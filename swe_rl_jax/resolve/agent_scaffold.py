@@ -24,6 +24,7 @@ from swe_rl_jax.agent.episode import Episode
 from swe_rl_jax.agent.judge import make_judge
 from swe_rl_jax.data.sources import Instance, RepoLocator
 from swe_rl_jax.harness.evaluation import harness_places
+from swe_rl_jax.harness.workspace import agent_isolation
 from swe_rl_jax.policies import Policy
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.output import append_rows, pending_instances
@@ -68,12 +69,13 @@ def run_agent_scaffold(config: ResolveConfig, instances: list[Instance], policy:
     from tqdm import tqdm
 
     agent = config.agent
+    isolation = agent_isolation(agent.isolation)  # before the clones are looked for, a model loads or a row is written
     out, trace = Path(config.out), Path(config.trace_out)
     name = config.name()
     locator = RepoLocator(config.repos)
     locator.require_some(i.repo for i in instances)
     # Checked before the model loads: the spec file, the sandbox, the directories.
-    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, agent.isolation)
+    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, isolation)
     specs, env_options, work_dir = places.specs, places.env_options, places.work_dir
     pending, resumed = pending_instances(instances, out, trace, name)
     begin = time.perf_counter()

@@ -34,6 +34,7 @@ from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, check_field_map, load_instances
 from swe_rl_jax.harness.evaluation import harness_places
+from swe_rl_jax.harness.workspace import agent_isolation
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.policies import Policy, derive_seed
 from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config
@@ -182,6 +183,7 @@ def plot_curves(metrics: Path, out: Path) -> None:
 def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict[str, Any]:
     """The run (module docstring); `policy`: answers in the in-process sampler's stead, for scripted
     tests (token ids and all, as the sampler gives them)."""
+    isolation = agent_isolation(config.agent.isolation)  # before anything is made: the sample's clones, checkpoints
     checked = config  # what checkpoints record: `sample` rather than this machine's paths
     config = config.with_sample()
     require(bool(config.repos), "repos", "is required (the directory of the instances' clones), or sample=true")
@@ -194,7 +196,7 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     if not train:
         raise InputError(f"no instance to train on: {len(instances)} usable (skipped {skipped or 'none'}), "
                          f"{len(heldout)} of them held out by heldout.repos")
-    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, agent.isolation)
+    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, isolation)
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(f"agent-rl instances: {len(train)} to train on, {len(heldout)} held out, skipped {skipped or 'none'}",
