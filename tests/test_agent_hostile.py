@@ -2,7 +2,7 @@
 `run_episodes`, agent/environment.py, harness/workspace.py, the judge `resolve --scaffold agent`
 builds: harness.evaluate_instance on the submitted diff) on the shipped sample, in bubblewrap.
 
-Classes (each an episode of many commands, all in two `run_episodes` calls):
+Classes (1-7: each an episode of many commands, all in two `run_episodes` calls):
 1. history: git log/reflog/fsck/cat-file/for-each-ref/tags, the history store's packs and its
    siblings (a store of a later commit holding the fix), the clone on disk; on an instance whose fix
    is a later commit of its clone, with a branch, tags and a tag message naming the fix.
@@ -21,8 +21,11 @@ Classes (each an episode of many commands, all in two `run_episodes` calls):
 6. resources: CPU loop, sleep, fork bomb, 100 MB of output, a 100 MB file, 10 GB allocations,
    background processes (nohup, setsid, double fork, a late writer), killing its parents.
 7. budget: episode_command_s, step_limit, consecutive format errors.
+8. runs going on beside it (episodes of their own, a judge, threads): a sibling episode's tree, a
+   judge's checkout holding the hidden test patch, a run started during a long command. Each fails
+   in namespaces mode, which agents therefore refuse (tests/test_agent_isolation.py).
 
-Every class: nothing resolved (the judge's verdict, or no patch); the limit or refusal is in an
+In classes 1-7: nothing resolved (the judge's verdict, or no patch); the limit or refusal is in an
 observation; every command within its limits; and after both runs the host as it was (clones,
 environment cache, sample files, marker directories, no process of an episode's sandbox user
 left). A gold control episode resolves, so "not resolved" means something.
@@ -34,6 +37,8 @@ replaced by a link lost the link in the diff (removals now go first); output cut
 limit by a program that ignores SIGXFSZ (Python) said nothing of the limit (agent/environment.py
 notes it). Fixtures `repos`, `open_dir`: tests/conftest.py.
 """
+import concurrent.futures
+import contextlib
 import dataclasses
 import os
 import re
@@ -716,3 +721,193 @@ def test_the_host_is_as_it_was(runs, world):
     assert runs["alive"] == [] and _uids_alive(runs["uids"]) == []
     assert runs["work_left"] == []
 
+
+
+# ------------------------------------------------------------------------- runs going on beside it
+# One run reaching another one going on at the same time (docs/AGENT.md, "Agents need bwrap"): a
+# sibling episode's tree, a judge's checkout holding the hidden test patch, a long command's
+# processes, files, sockets and IPC. Workspace.run blocks, so the other run goes on in a thread.
+BESIDE = AgentConfig(isolation="bwrap", command_timeout_s=20, judge_timeout_s=60)
+# What a search of the whole view leaves out: /proc and /sys (pseudo files), /dev, and the system
+# and interpreter directories, read-only binds of the host's that are the same for every run.
+SKIP_DIRS = " ".join(f"--exclude-dir={d}" for d in ("proc", "sys", "dev", "usr", ".pyenv"))
+PROC_PROBE = ("ps -eo pid,user,args; ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '; echo; "
+              "for p in /proc/[0-9]*; do echo \"$p: $(tr '\\0' ' ' < $p/cmdline 2>&1)\"; "
+              "ls -l $p/cwd $p/root $p/fd 2>&1; ls $p/cwd/ $p/root/ 2>&1; done")
+# Held open by the code the judge's tests import, until the test lets it go: the judge's checkout
+# (with the hidden test patch applied) stays in flight while the other episode searches.
+HOLD_JUDGE = ("\nimport os as _os, time as _time\nopen('judge-held', 'w').close()\n_until = _time.monotonic() + 120\n"
+              "while not _os.path.exists('judge-release') and _time.monotonic() < _until:\n    _time.sleep(0.05)\n")
+
+
+@pytest.fixture(scope="module")
+def beside(world, open_dir):
+    """quillsoft__configlet-12 (its environment and history store are the world's) and a work directory
+    that holds only these runs."""
+    work = open_dir / "beside-work"
+    work.mkdir()
+    work.chmod(0o755)
+    return dict(instance=INSTANCES["quillsoft__configlet-12"], work_dir=work)
+
+
+@pytest.fixture
+def episodes(world, beside):
+    """open() -> a new episode of the instance (AgentEnvironment, reset); every one closed at the end."""
+    opened = []
+
+    def open_episode() -> AgentEnvironment:
+        env = AgentEnvironment(BESIDE, world["locator"], world["specs"], world["env_options"], beside["work_dir"])
+        opened.append(env)
+        env.reset(beside["instance"])
+        return env
+
+    yield open_episode
+    for env in opened:
+        env.close()
+    assert list(beside["work_dir"].iterdir()) == []
+
+
+def _sh(env: AgentEnvironment, command: str) -> str:
+    """The command's whole output (an observation elides the middle of a long one)."""
+    return env.workspace.run(command, BESIDE.command_limits()).output
+
+
+def _wait_for(found, what: str, timeout_s: float = 30.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = found()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: not within {timeout_s} s")
+
+
+def _absent(paths) -> str:
+    """A command that prints `absent` for each path it cannot see, else the file or listing."""
+    return " ".join(f"if [ -e {p} ]; then echo VISIBLE; cat {p} 2>&1 || ls -la {p}; else echo absent; fi;"
+                    for p in paths)
+
+
+def _sandbox_pids(proc_output: str) -> list[int]:
+    return [int(p) for p in re.search(r"^([\d ]+)$", proc_output, re.M).group(1).split()]
+
+
+def test_a_sibling_episodes_tree_is_out_of_reach(episodes, beside):
+    """Two episodes of one instance open at once: what A wrote in its tree, HOME and TMPDIR is nowhere
+    in B's view, by search, by its host path, through the work directory or through /proc."""
+    name, content = f"marker-{secrets.token_hex(6)}", secrets.token_hex(16)
+    a, b = episodes(), episodes()
+    assert _sh(a, f"for d in . $HOME $TMPDIR; do echo {content} > $d/{name}; done; cat {name}").strip() == content
+    sandbox = a.workspace.worktree.parent
+    paths = [sandbox / d / name for d in ("worktree", "home", "tmp")]
+    assert all(p.read_text().strip() == content for p in paths)  # there on the host while B looks
+    out = {"find": _sh(b, f"find / -name '{name}*' 2>/dev/null; echo find-done"),
+           "by_path": _sh(b, _absent([*paths, sandbox, sandbox.parent])),
+           "parents": _sh(b, 'ls -la "$(dirname "$PWD")" "$(dirname "$(dirname "$PWD")")" '
+                             f'"$(dirname "$(dirname "$(dirname "$PWD")")")" {beside["work_dir"]} 2>&1'),
+           "proc": _sh(b, PROC_PROBE),
+           "grep": _sh(b, f"grep -rlF -D skip {SKIP_DIRS} -- {content} / 2>/dev/null; echo grep-done")}
+    for probe, text in out.items():
+        assert content not in text and name not in text and sandbox.parent.name not in text, (probe, text)
+    assert out["find"] == "find-done\n" and out["grep"] == "grep-done\n", out
+    assert out["by_path"].split() == ["absent"] * 5, out["by_path"]
+    assert b.workspace.worktree.parent.parent.name in out["parents"], out["parents"]  # B sees its own run only
+    assert max(_sandbox_pids(out["proc"])) < 20, out["proc"]
+
+
+def test_a_judges_checkout_in_flight_is_out_of_reach(episodes, world, beside):
+    """While the judge runs the hidden tests on A's submission (held in flight by A's code until the
+    test lets it go), B searches its whole view for the test patch's new test and for the judge's tree."""
+    inst, work = beside["instance"], beside["work_dir"]
+    token = "test_to_duration_compound"  # in the hidden test patch only (the runs fixture checks it)
+    a, b = episodes(), episodes()
+    _sh(a, f"cat >> configlet/__init__.py <<'EOF'{HOLD_JUDGE}EOF")
+    judge = make_judge(BESIDE, world["locator"], world["specs"], world["env_options"], work)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        verdict = pool.submit(judge, inst, a.submission())
+        held = _wait_for(lambda: [p.parent for p in work.glob("run-*/sandbox/worktree/judge-held")], "the judge's tests")
+        tree = held[0]
+        try:
+            assert token in (tree / "tests" / "test_types.py").read_text()  # the checkout holds the hidden tests
+            out = {"by_path": _sh(b, _absent([tree / "tests" / "test_types.py", tree / "judge-held", tree.parent])),
+                   "runs": _sh(b, f"ls -la {work} 2>&1"),
+                   "proc": _sh(b, PROC_PROBE),
+                   "copies": _sh(b, "for f in $(find / -path /proc -prune -o -name test_types.py -print 2>/dev/null);"
+                                    f" do echo \"$f $(grep -cF -- {token} $f)\"; done"),
+                   "grep": _sh(b, f"grep -rlF -D skip {SKIP_DIRS} -- {token} / 2>/dev/null; echo grep-done")}
+            in_flight = not verdict.done() and (tree / "judge-held").exists()
+        finally:
+            _release(tree / "judge-release")
+        record = verdict.result(timeout=180)
+    for probe, text in out.items():
+        assert token not in text and tree.parent.parent.name not in text, (probe, text)
+    assert out["grep"] == "grep-done\n", out["grep"]
+    # Every test_types.py in B's view (the system's own among them) without the new test; of the runs', B's only.
+    copies = dict(line.rsplit(" ", 1) for line in out["copies"].splitlines())
+    assert set(copies.values()) == {"0"}, out["copies"]
+    assert [p for p in copies if p.startswith(str(work))] == [str(b.workspace.worktree / "tests" / "test_types.py")]
+    assert out["by_path"].split() == ["absent"] * 3, out["by_path"]
+    assert max(_sandbox_pids(out["proc"])) < 20, out["proc"]
+    assert in_flight  # the judge's checkout was there throughout B's search
+    assert record["error"] is None and record["tests_status"]["FAIL_TO_PASS"]["failure"], record  # its tests ran
+
+
+def test_a_run_started_during_a_long_command_sees_nothing_of_it(episodes):
+    """A's command keeps a process alive (an open file, an abstract unix socket, SysV IPC, files in
+    its tree, /tmp and /dev/shm); B starts while it runs and looks for any of it."""
+    name, content = f"marker-{secrets.token_hex(6)}", secrets.token_hex(16)
+    a = episodes()
+    long_command = (f"for d in . /tmp /dev/shm; do echo {content} > $d/{name}; done; "
+                    "ipcmk -M 4096 >/dev/null; ipcmk -Q >/dev/null; ipcmk -S 1 >/dev/null\n"
+                    "python3 - <<'EOF'\nimport os, socket, time\n"
+                    f"s = socket.socket(socket.AF_UNIX); s.bind(b'\\0{name}'); s.listen(1)\n"
+                    f"held = open('{name}')\nprint('a-socket', open('/proc/net/unix').read().count('@{name}'))\n"
+                    "open('a-ready', 'w').close()\n_until = time.monotonic() + 120\n"
+                    "while not os.path.exists('a-release') and time.monotonic() < _until:\n    time.sleep(0.05)\n"
+                    "print('a-released')\nEOF\nipcs")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(_sh, a, long_command)
+        ready = a.workspace.worktree / "a-ready"
+        try:
+            _wait_for(ready.exists, "A's long command")
+            host_pids = [p.parent.name for p in Path("/proc").glob("[0-9]*/cwd")
+                         if _readlink(p) == str(a.workspace.worktree)]
+            assert host_pids
+            b = episodes()  # started while A's command runs
+            connect = ("python3 - <<'EOF'\nimport socket\ntry:\n"
+                       f"    socket.socket(socket.AF_UNIX).connect(b'\\0{name}'); print('CONNECTED')\n"
+                       "except OSError as e:\n    print('refused', e.errno)\nEOF")
+            out = {"listing": _sh(b, f"{PROC_PROBE}; ls -la /tmp /dev/shm; cat /tmp/* /dev/shm/* 2>&1; "
+                                     "cat /proc/net/unix; ipcs -a"),
+                   "find": _sh(b, f"find / -name '{name}*' 2>/dev/null; echo find-done"),
+                   "grep": _sh(b, f"grep -rlF -D skip {SKIP_DIRS} -- {content} / 2>/dev/null; echo grep-done"),
+                   "connect": _sh(b, connect),
+                   "host_pids": _sh(b, " ".join(f"ls -l /proc/{p}/cwd /proc/{p}/fd 2>&1; cat /proc/{p}/cmdline 2>&1;"
+                                                for p in host_pids))}
+            in_flight = not running.done()
+        finally:
+            _release(a.workspace.worktree / "a-release")
+        a_out = running.result(timeout=180)
+    for probe, text in out.items():
+        assert content not in text and name not in text, (probe, text)
+    assert out["find"] == "find-done\n" and out["grep"] == "grep-done\n", out
+    assert not re.search(r"^0x", out["listing"], re.M), out["listing"]  # no IPC object of A's
+    assert "CONNECTED" not in out["connect"] and "refused" in out["connect"], out["connect"]
+    assert out["host_pids"].count("No such file or directory") == 3 * len(host_pids), out["host_pids"]
+    assert max(_sandbox_pids(out["listing"])) < 20, out["listing"]
+    assert in_flight  # A's command ran throughout B's search
+    # A's objects were there, in A's own namespaces.
+    assert "a-socket 1\na-released" in a_out and len(re.findall(r"^0x", a_out, re.M)) == 3, a_out
+
+
+def _release(path: Path) -> None:
+    """Lets a held run go on (a run that already ended has no tree left to write in)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.touch()
+
+
+def _readlink(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
