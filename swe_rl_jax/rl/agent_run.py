@@ -6,9 +6,10 @@ Each step takes `instances_per_step` training instances from a seeded stream (a 
 per epoch, rl/run.py's `PromptStream`), runs G token-exact episodes of each with the in-process
 sampler on the current weights (lockstep rounds, agent/driver.py), has the harness judge every
 submitted diff, and makes one GRPO update on them. The stream's cursor, the position and the train
-state go into every checkpoint, and the rollouts are seeded by position, so a resumed run samples
-the same episodes as an uninterrupted one as long as the commands' outputs are the same (a command
-that prints the time or a random number differs from run to run, as it would in any environment).
+state go into every checkpoint, and the rollouts are seeded by the run's seed and the position, so a
+resumed run samples the same episodes as an uninterrupted one as long as the commands' outputs are
+the same (a command that prints the time or a random number differs from run to run, as it would in
+any environment), and runs of different seeds sample different ones.
 
 Held-out instances are those of `heldout.repos` (a split by repository: none of their instances is
 trained on); they are evaluated before the first step, every `heldout.every` steps and after the
@@ -243,7 +244,9 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     steps_run = 0
     bar = tqdm(total=config.num_steps, initial=position, disable=not config.progress, dynamic_ncols=True)
     while position < config.num_steps:
-        groups = trainer.rollouts(state, position, stream.take(config.instances_per_step), policy)
+        # Seeded by the run's seed too: runs of several seeds sample different episodes.
+        groups = trainer.rollouts(state, position, stream.take(config.instances_per_step), policy,
+                                  seed=derive_seed("agent-grpo", config.seed, position))
         _write_trajectories(out / "trajectories" / f"step_{position + 1:06d}.jsonl", groups)
         state, metrics = trainer.update_on_episodes(state, position, groups)
         position += 1
