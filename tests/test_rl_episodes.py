@@ -19,6 +19,11 @@ def test_leave_one_out_advantages_by_hand_with_compact_filtering():
     assert adv[3] == [0, 0, 0, 0]  # nothing to tell apart
     assert {s for s in ("submitted", "format_errors", "step_limit", "context_limit", "command_budget", "policy_error")
             if not kept_for_loss(s)} == COMPACT_FILTERED == {"step_limit", "context_limit", "command_budget"}
+    # Without compact filtering every episode trains, one cut by a limit as a failure (reward 0): in
+    # group [resolved, step_limit] the unsubmitted episode now gets the negative advantage.
+    assert all(kept_for_loss(s, compact_filtering=False) for s in COMPACT_FILTERED | {"submitted"})
+    np.testing.assert_allclose(loo_advantages([[1, 0]], [[kept_for_loss(s, False) for s in ("submitted", "step_limit")]]),
+                               [[1, -1]])
     assert episode_reward({"verdict": {"resolved": True}}) == 1.0
     assert episode_reward({"verdict": None}) == 0.0 == episode_reward({"verdict": {"resolved": False}})
 

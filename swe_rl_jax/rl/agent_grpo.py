@@ -30,9 +30,10 @@ Trajectory = Mapping[str, Any]
 class AgentGRPOTrainer(GRPOTrainer):
     def __init__(self, setup: TrainerSetup, state: TrainState, grpo: GRPOConfig, agent: AgentConfig,
                  update: UpdateConfig, make_env: Optional[Callable[[], AgentEnvironment]] = None,
-                 judge: Optional[Judge] = None):
+                 judge: Optional[Judge] = None, compact_filtering: bool = True):
         super().__init__(setup, state, grpo, agent.sampling, update)
         self.agent, self.make_env, self.judge = agent, make_env, judge
+        self.compact_filtering = compact_filtering
 
     def rollouts(self, state: TrainState, position: int, instances: Sequence[Instance],
                  policy: Optional[Policy] = None, samples: int = 0, seed: Optional[int] = None,
@@ -61,7 +62,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         without tokens (no turn was sampled: a set-up or policy failure) is out of the loss and the
         baseline; its row stays, empty, so every step has the same number of rows."""
         rewards = [[episode_reward(t) for t in group] for group in groups]
-        kept = [[kept_for_loss(t["exit_status"]) and bool(t.get("tokens")) for t in group] for group in groups]
+        kept = [[kept_for_loss(t["exit_status"], self.compact_filtering) and bool(t.get("tokens")) for t in group] for group in groups]
         advantages = loo_advantages(rewards, kept)
         flat = [t for group in groups for t in group]
         if not flat:
@@ -75,7 +76,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         sampled = [t for t in flat if t.get("tokens")]
         metrics = {**episode_metrics(groups),
                    "episodes": float(len(flat)), "without_tokens": float(len(flat) - len(sampled)),
-                   "filtered": float(sum(not kept_for_loss(t["exit_status"]) for t in flat)),
+                   "filtered": float(sum(not kept_for_loss(t["exit_status"], self.compact_filtering) for t in flat)),
                    "tool_seconds": float(np.mean([t["seconds"]["commands"] for t in flat])),
                    "tokens": float(np.mean([len(t["tokens"]["ids"]) for t in sampled])) if sampled else 0.0}
         if not batch.loss_mask.any() or not np.any(arrays["advantages"]):

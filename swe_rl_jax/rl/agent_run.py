@@ -93,6 +93,11 @@ class AgentRLConfig:
     grpo: GRPOConfig = field(default_factory=lambda: GRPOConfig(group_size=8, kl_coef=0.0, clip_high=0.28,
                                                                   loss_agg="seq-mean-token-sum"))
     update: UpdateConfig = field(default_factory=lambda: UpdateConfig(pack_groups=False, overlong="none"))
+    # DeepSWE's compact filtering: episodes cut by the step, context or command-time limit are out of
+    # the loss. False: they count as unresolved (reward 0). With filtering, an episode that never
+    # submits escapes the penalty a wrong submission gets, which a weak policy can learn to exploit
+    # (docs/AGENT.md, "The learning check").
+    compact_filtering: bool = True
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     heldout: AgentHeldoutConfig = field(default_factory=AgentHeldoutConfig)
     instances_per_step: int = 4
@@ -221,7 +226,8 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
         return AgentEnvironment(agent, locator, places.specs, places.env_options, places.work_dir)
 
     trainer = AgentGRPOTrainer(setup, state, config.grpo, agent, config.update, make_env=make_env,
-                               judge=make_judge(agent, locator, places.specs, places.env_options, places.work_dir))
+                               judge=make_judge(agent, locator, places.specs, places.env_options, places.work_dir),
+                               compact_filtering=config.compact_filtering)
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
     position, cursor, run = 0, 0, {}

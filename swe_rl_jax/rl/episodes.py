@@ -49,8 +49,10 @@ def episode_metrics(groups: Sequence[Sequence[Mapping[str, Any]]], prefix: str =
     return {f"{prefix}{k}": v for k, v in out.items()}
 
 
-def kept_for_loss(exit_status: str) -> bool:
-    return exit_status not in COMPACT_FILTERED
+def kept_for_loss(exit_status: str, compact_filtering: bool = True) -> bool:
+    """Whether an episode's tokens train: all of them without compact filtering (an episode cut by a
+    limit then counts as unresolved, reward 0, like any other failure)."""
+    return not compact_filtering or exit_status not in COMPACT_FILTERED
 
 
 def loo_advantages(rewards: Sequence[Sequence[float]], kept: Sequence[Sequence[bool]]) -> list[list[float]]:
