@@ -53,3 +53,28 @@ def test_episode_rows_put_the_loss_on_the_positions_that_predict_sampled_tokens(
     assert padded.tokens.shape == (4, 8) and padded.loss_mask[1:].sum() == 2 and padded.loss_mask[0].sum() == 3
     assert not padded.tokens[1].any() and not padded.tokens[3].any() and (padded.result_index[3] == -1).all()
     assert padded.response_lengths.tolist() == [3, 0, 2, 0]
+
+
+def test_the_reward_mix_and_swe_rls_similarity_of_two_diffs_against_difflib():
+    import difflib
+
+    from swe_rl_jax.rewards.swe_rl import diff_similarity
+
+    base = {"m.py": "a = 1\nb = 2\nc = 3\n"}
+    oracle = "--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n a = 1\n-b = 2\n+b = 20\n c = 3\n"
+    pred = "--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n a = 1\n b = 2\n-c = 3\n+c = 4\n"
+
+    def normalized(new: str) -> str:  # SWE-RL's: a unified diff with 3 lines of context, from the first @@
+        return "\n".join(list(difflib.unified_diff(base["m.py"].splitlines(), new.splitlines(), lineterm=""))[2:])
+
+    expected = difflib.SequenceMatcher(None, normalized("a = 1\nb = 2\nc = 4\n"), normalized("a = 1\nb = 20\nc = 3\n"),
+                                       autojunk=False).ratio()
+    assert 0 < expected < 1 and diff_similarity(base, oracle, pred) == pytest.approx(expected, abs=1e-12)
+    assert diff_similarity(base, oracle, oracle) == 1.0
+    assert diff_similarity(base, oracle, "") == 0.0 == diff_similarity(base, oracle, "not a diff\n")
+    # A new file the oracle does not touch: the mean over the files either side touches.
+    new_file = pred + "--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    assert diff_similarity(base, oracle, new_file) == pytest.approx(expected / 2, abs=1e-12)
+    verdict = {"resolved": False, "similarity": 0.5}
+    assert episode_reward({"verdict": verdict}, 0.25) == 0.125 and episode_reward({"verdict": verdict}) == 0.0
+    assert episode_reward({"verdict": {**verdict, "resolved": True}}, 0.25) == 0.875

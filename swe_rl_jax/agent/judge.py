@@ -7,19 +7,35 @@ from typing import Any, Mapping
 
 from swe_rl_jax.agent.config import AgentConfig
 from swe_rl_jax.agent.driver import Judge
-from swe_rl_jax.data.sources import Instance, RepoLocator
+from swe_rl_jax.data.patches import parse_patch
+from swe_rl_jax.data.sources import GitRepo, Instance, RepoLocator
 from swe_rl_jax.harness.environments import EnvironmentOptions
 from swe_rl_jax.harness.evaluation import HarnessOptions, evaluate_instance
 from swe_rl_jax.harness.sandbox import Limits
 from swe_rl_jax.harness.specs import RepoSpec, spec_for
 from swe_rl_jax.harness.workspace import agent_isolation
+from swe_rl_jax.rewards.swe_rl import diff_similarity
 
 VERDICT_KEYS = ("resolved", "resolution_status", "error", "message", "tests_status")
 
 
+def similarity_to_oracle(instance: Instance, repo_dir: Path, patch: str) -> float:
+    """SWE-RL's similarity of a submitted diff to the instance's oracle patch, on the files either
+    touches at the base commit (rewards/swe_rl.py `diff_similarity`; 0 for a diff that does not parse)."""
+    paths: set[str] = set()
+    for text in (instance.patch, patch):
+        try:
+            paths |= {c.old_path for c in parse_patch(text) if c.old_path}
+        except ValueError:
+            continue
+    files = GitRepo(repo_dir).snapshot(instance.base_commit).read_text(sorted(paths))
+    return diff_similarity({k: v for k, v in files.items() if v is not None}, instance.patch, patch)
+
+
 def make_judge(agent: AgentConfig, locator: RepoLocator, specs: Mapping[str, RepoSpec],
                env_options: EnvironmentOptions, work_dir: Path) -> Judge:
-    """instance, diff -> the verdict kept in the trajectory (VERDICT_KEYS of evaluate's record), with
+    """instance, diff -> the verdict kept in the trajectory (VERDICT_KEYS of evaluate's record and the
+    diff's `similarity` to the oracle patch), with
     `agent.judge_timeout_s` CPU seconds for the tests, in bwrap: they run the agent's code, which a weaker
     mode would let read the answer (`agent_isolation`)."""
     isolation = agent_isolation(agent.isolation)
@@ -27,8 +43,8 @@ def make_judge(agent: AgentConfig, locator: RepoLocator, specs: Mapping[str, Rep
                              isolation=isolation, work_dir=str(work_dir))
 
     def judge(instance: Instance, patch: str) -> dict[str, Any]:
-        record = evaluate_instance(instance, patch, locator.find(instance.repo), spec_for(instance, specs), options,
-                                   isolation)
-        return {k: record[k] for k in VERDICT_KEYS}
+        repo_dir = locator.find(instance.repo)
+        record = evaluate_instance(instance, patch, repo_dir, spec_for(instance, specs), options, isolation)
+        return {**{k: record[k] for k in VERDICT_KEYS}, "similarity": similarity_to_oracle(instance, repo_dir, patch)}
 
     return judge

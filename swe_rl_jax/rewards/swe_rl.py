@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Mapping
 
+from swe_rl_jax.data.patches import apply_file_change, parse_patch
 from swe_rl_jax.rewards.diffs import normalized_patches
 from swe_rl_jax.rewards.errors import FormatError
 from swe_rl_jax.rewards.limits import DEFAULT_TIME_LIMIT_S, RewardResult, check_response, run_guarded
@@ -154,3 +155,22 @@ def swe_rl_discrete_reward(
     of prediction and oracle are identical for every file, else 0.0."""
     return run_guarded(SWE_RL_MIN_SCORE, time_limit_s, compute_swe_rl,
                        code_context, oracle_new_content, response, True)
+
+
+def diff_similarity(base_files: Mapping[str, str], oracle_patch: str, pred_patch: str) -> float:
+    """SWE-RL's similarity of two diffs of the same base commit (an agent's submission and the
+    oracle patch): both applied to `base_files` (the files they touch, at the base commit) and
+    compared as `patch_similarity` compares edits. A prediction that changes nothing, does not parse
+    or does not apply scores 0 (the oracle always changes something)."""
+    def new_contents(patch: str) -> dict[str, str]:
+        out = {}
+        for change in parse_patch(patch):
+            old = base_files.get(change.old_path) or "" if change.old_path else ""
+            out[change.new_path or change.old_path] = apply_file_change(old, change) if change.new_path else ""
+        return out
+
+    try:
+        pred = new_contents(pred_patch)
+    except ValueError:  # PatchError: malformed, or does not apply
+        return 0.0
+    return patch_similarity(base_files, new_contents(oracle_patch), pred)[0]

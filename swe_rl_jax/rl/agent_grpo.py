@@ -30,10 +30,10 @@ Trajectory = Mapping[str, Any]
 class AgentGRPOTrainer(GRPOTrainer):
     def __init__(self, setup: TrainerSetup, state: TrainState, grpo: GRPOConfig, agent: AgentConfig,
                  update: UpdateConfig, make_env: Optional[Callable[[], AgentEnvironment]] = None,
-                 judge: Optional[Judge] = None, compact_filtering: bool = True):
+                 judge: Optional[Judge] = None, compact_filtering: bool = True, similarity_weight: float = 0.0):
         super().__init__(setup, state, grpo, agent.sampling, update)
         self.agent, self.make_env, self.judge = agent, make_env, judge
-        self.compact_filtering = compact_filtering
+        self.compact_filtering, self.similarity_weight = compact_filtering, similarity_weight
 
     def rollouts(self, state: TrainState, position: int, instances: Sequence[Instance],
                  policy: Optional[Policy] = None, samples: int = 0, seed: Optional[int] = None,
@@ -61,7 +61,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         """One GRPO update on judged trajectories, grouped by instance (module docstring). An episode
         without tokens (no turn was sampled: a set-up or policy failure) is out of the loss and the
         baseline; its row stays, empty, so every step has the same number of rows."""
-        rewards = [[episode_reward(t) for t in group] for group in groups]
+        rewards = [[episode_reward(t, self.similarity_weight) for t in group] for group in groups]
         kept = [[kept_for_loss(t["exit_status"], self.compact_filtering) and bool(t.get("tokens")) for t in group] for group in groups]
         advantages = loo_advantages(rewards, kept)
         flat = [t for group in groups for t in group]

@@ -98,6 +98,8 @@ class AgentRLConfig:
     # submits escapes the penalty a wrong submission gets, which a weak policy can learn to exploit
     # (docs/AGENT.md, "The learning check").
     compact_filtering: bool = True
+    # The reward: (1 - w) x resolved + w x SWE-RL's similarity of the diff to the oracle patch (0: DeepSWE's).
+    similarity_weight: float = 0.0
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     heldout: AgentHeldoutConfig = field(default_factory=AgentHeldoutConfig)
     instances_per_step: int = 4
@@ -117,6 +119,7 @@ class AgentRLConfig:
         require(self.instances_per_step >= 1, "instances_per_step", "must be >= 1")
         require(self.num_steps > 0, "num_steps", "must be > 0")
         require(self.schedule_steps >= 0, "schedule_steps", "must be >= 0")
+        require(0.0 <= self.similarity_weight <= 1.0, "similarity_weight", "must be in [0, 1]")
         require(self.save_every >= 1, "save_every", "must be >= 1")
         require(self.agent.sampling.temperature > 0, "agent.sampling.temperature",
                 "must be > 0: greedy episodes of one instance are all the same, so GRPO has no signal")
@@ -227,7 +230,8 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
 
     trainer = AgentGRPOTrainer(setup, state, config.grpo, agent, config.update, make_env=make_env,
                                judge=make_judge(agent, locator, places.specs, places.env_options, places.work_dir),
-                               compact_filtering=config.compact_filtering)
+                               compact_filtering=config.compact_filtering,
+                               similarity_weight=config.similarity_weight)
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
     position, cursor, run = 0, 0, {}

@@ -27,11 +27,13 @@ from swe_rl_jax.rl.rollout import RolloutBatch, bucket_length
 COMPACT_FILTERED = frozenset({"step_limit", "context_limit", "command_budget"})
 
 
-def episode_reward(trajectory: Mapping[str, Any]) -> float:
+def episode_reward(trajectory: Mapping[str, Any], similarity_weight: float = 0.0) -> float:
     """The reward of a trajectory row (agent/episode.py) whose `verdict` the judge set: 1.0 when the
-    harness resolved its submitted diff, else 0.0 (DeepSWE's)."""
+    harness resolved its submitted diff, else 0.0 (DeepSWE's); with `similarity_weight` w,
+    (1 - w) x that + w x SWE-RL's similarity of the diff to the oracle patch (agent/judge.py)."""
     verdict = trajectory.get("verdict") or {}
-    return float(bool(verdict.get("resolved")))
+    resolved = float(bool(verdict.get("resolved")))
+    return (1.0 - similarity_weight) * resolved + similarity_weight * float(verdict.get("similarity") or 0.0)
 
 
 def episode_metrics(groups: Sequence[Sequence[Mapping[str, Any]]], prefix: str = "") -> dict[str, float]:
