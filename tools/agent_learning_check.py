@@ -52,7 +52,7 @@ from swe_rl_jax.harness.evaluation import harness_places  # noqa: E402
 from swe_rl_jax.policies import derive_seed  # noqa: E402
 from swe_rl_jax.policies.config import PolicyConfig, make_policy  # noqa: E402
 from swe_rl_jax.policy import ModelSource, tokenizer_source  # noqa: E402
-from swe_rl_jax.rl.agent_run import AgentRLConfig, run_agent_rl  # noqa: E402
+from swe_rl_jax.rl.agent_run import AgentHeldoutConfig, AgentRLConfig, run_agent_rl  # noqa: E402
 from swe_rl_jax.rl.episodes import episode_metrics  # noqa: E402
 from swe_rl_jax.sampling import SamplingParams  # noqa: E402
 from swe_rl_jax.sft.episodes import sft_on_episodes  # noqa: E402
@@ -70,7 +70,7 @@ TEST_CMD = "python -m pytest -rA -p no:cacheprovider --tb=short"
 NOTE_NAMES = ("todo", "meeting", "ideas", "draft", "log", "memo", "plan", "scratch", "journal", "misc")
 DISTRACTORS = ("Meeting moved to Tuesday.", "Buy more coffee filters.", "Call the landlord about the heater.",
                "The build is green again.", "Remember to water the plants.", "Lunch with Sam on Friday.")
-HELDOUT_SEED = 1234  # agent-rl's default heldout.seed: the baselines meet the same keys as its evaluations
+HELDOUT_SEED = AgentHeldoutConfig().seed  # agent-rl's: the baselines meet the same keys as its evaluations
 
 
 def made_up_word(rng: random.Random) -> str:

@@ -33,9 +33,10 @@ def similarity_to_oracle(instance: Instance, repo_dir: Path, patch: str) -> floa
 
 
 def make_judge(agent: AgentConfig, locator: RepoLocator, specs: Mapping[str, RepoSpec],
-               env_options: EnvironmentOptions, work_dir: Path) -> Judge:
+               env_options: EnvironmentOptions, work_dir: Path, similarity: bool = False) -> Judge:
     """instance, diff -> the verdict kept in the trajectory (VERDICT_KEYS of evaluate's record and the
-    diff's `similarity` to the oracle patch), with
+    diff's `similarity` to the oracle patch when `similarity`: a reward that mixes it in asks for it,
+    since its cost grows with the diff's size), with
     `agent.judge_timeout_s` CPU seconds for the tests, in bwrap: they run the agent's code, which a weaker
     mode would let read the answer (`agent_isolation`)."""
     isolation = agent_isolation(agent.isolation)
@@ -45,6 +46,7 @@ def make_judge(agent: AgentConfig, locator: RepoLocator, specs: Mapping[str, Rep
     def judge(instance: Instance, patch: str) -> dict[str, Any]:
         repo_dir = locator.find(instance.repo)
         record = evaluate_instance(instance, patch, repo_dir, spec_for(instance, specs), options, isolation)
-        return {**{k: record[k] for k in VERDICT_KEYS}, "similarity": similarity_to_oracle(instance, repo_dir, patch)}
+        verdict = {k: record[k] for k in VERDICT_KEYS}
+        return {**verdict, "similarity": similarity_to_oracle(instance, repo_dir, patch)} if similarity else verdict
 
     return judge

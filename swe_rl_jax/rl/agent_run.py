@@ -229,7 +229,8 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
         return AgentEnvironment(agent, locator, places.specs, places.env_options, places.work_dir)
 
     trainer = AgentGRPOTrainer(setup, state, config.grpo, agent, config.update, make_env=make_env,
-                               judge=make_judge(agent, locator, places.specs, places.env_options, places.work_dir),
+                               judge=make_judge(agent, locator, places.specs, places.env_options, places.work_dir,
+                                                similarity=config.similarity_weight > 0),
                                compact_filtering=config.compact_filtering,
                                similarity_weight=config.similarity_weight)
 
