@@ -1,4 +1,4 @@
-"""Agents need bwrap (harness/workspace.py, `agent_isolation`; docs/AGENT.md, "Agents need bwrap"):
+"""Agents need bwrap (harness/sandbox.py, `agent_isolation`; docs/AGENT.md, "Agents need bwrap"):
 in namespaces or none mode a shell sees the host's files, among them sibling episodes' trees and
 judges' checkouts with the hidden test patch. Every agent entry point refuses those modes, and auto
 where bubblewrap does not work, with one line and before it makes anything. Not skipped without
@@ -16,7 +16,8 @@ from swe_rl_jax.cli import main as cli_main
 from swe_rl_jax.config import ConfigError
 from swe_rl_jax.data.sources import RepoLocator
 from swe_rl_jax.harness import EnvironmentOptions, sandbox
-from swe_rl_jax.harness.workspace import Workspace, agent_isolation
+from swe_rl_jax.harness.sandbox import agent_isolation
+from swe_rl_jax.harness.workspace import Workspace
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 REFUSED = "agent.isolation: agent episodes need bwrap isolation (in namespaces or none mode a shell reads"

@@ -43,7 +43,7 @@ class AgentConfig:
     # The harness (as `evaluate`'s flags): environment cache, spec file, isolation, where trees go.
     env_cache: str = ""
     specs: str = ""
-    isolation: Isolation = "auto"  # auto or bwrap: agents need bwrap (harness/workspace.py, agent_isolation)
+    isolation: Isolation = "auto"  # auto or bwrap: agents need bwrap (harness/sandbox.py, agent_isolation)
     work_dir: str = ""
     # Judge each episode's diff at its end (harness.evaluate_instance, a fresh checkout with the test
     # patch) and keep the verdict in the trajectory; `resolve` leaves it to `evaluate`.

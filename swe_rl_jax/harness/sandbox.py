@@ -36,7 +36,7 @@ Three modes, chosen once per process by `isolation_mode("auto")` (the strongest 
   TMPDIR in the sandbox and the same resource limits; it can reach the network and write wherever
   the user may. `run_isolated` reports the mode it used, and reports say it.
 
-Agent episodes take bwrap only (`workspace.agent_isolation` refuses the other two): an agent's shell
+Agent episodes take bwrap only (`agent_isolation` refuses the other two): an agent's shell
 runs beside sibling episodes and judges holding the hidden tests, which the weaker modes let it read.
 
 In both namespace modes the command is PID 1's child in its own PID namespace: when it dies or is
@@ -379,6 +379,24 @@ def isolation_mode(requested: Isolation = "auto") -> str:
         require(requested == "none" or works[requested](), "isolation", f"{_UNAVAILABLE.get(requested)}; use auto")
         return requested
     return next((mode for mode in ("bwrap", "namespaces") if works[mode]()), "none")
+
+
+_AGENTS_NEED_BWRAP = ("agent episodes need bwrap isolation (in namespaces or none mode a shell reads other runs' "
+                      "trees, clones' future history and the instances file: the answer)")
+
+
+def agent_isolation(requested: str) -> str:
+    """The isolation of whatever runs an agent's code (its workspace's commands, its judge's tests;
+    `agent.isolation` asks for it): "bwrap", the one mode whose view holds only the run's own files. An
+    agent's shell searches at leisure while sibling episodes and judges holding the hidden test patch run
+    beside it, so namespaces and none are refused, and so is auto where bwrap does not work (ConfigError,
+    one line)."""
+    require(requested in ("auto", "bwrap"), "agent.isolation",
+            f"{_AGENTS_NEED_BWRAP}, not {requested!r}; install bubblewrap (apt-get install bubblewrap), run as root "
+            "and set it to auto or bwrap")
+    require(isolation_mode("auto") == "bwrap", "agent.isolation",
+            f"{_AGENTS_NEED_BWRAP}, which does not work here: it needs {BWRAP_NEEDS}")
+    return "bwrap"
 
 
 def check_work_dir(work_dir: Path, isolation: str) -> None:

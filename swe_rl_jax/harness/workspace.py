@@ -8,7 +8,7 @@ Set-up is a test run's (runner.py) without the instance's test patch: a fresh ch
 ends at the base commit (checkout.py), the sandbox handed to a user of its own for the whole
 workspace (sandbox.sandbox_user), the install steps run and checked. Then each `run` is one
 `bash -c` in the sandbox (sandbox.run_isolated): its own PID namespace, so files persist between
-commands and processes do not; limits per command. Only in bwrap mode (`agent_isolation`).
+commands and processes do not; limits per command. Only in bwrap mode (`sandbox.agent_isolation`).
 
 The diff is computed by root without running anything in the agent's tree: the tree is the sandbox
 user's, and so is its `.git` (configuration, hooks, attributes, index, refs, replace refs: a `git
@@ -26,34 +26,14 @@ import shutil
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
-from swe_rl_jax.config import require
 from swe_rl_jax.harness.checkout import CheckoutError, checkout, git
 from swe_rl_jax.harness.environments import Environment, EnvironmentOptions
 from swe_rl_jax.harness.runner import _in_sandbox, _install, _prepare, _Prepared, _scratch
-from swe_rl_jax.harness.sandbox import (BWRAP_NEEDS, Isolation, Limits, ProcessResult, isolation_mode, remove_tree,
-                                       sandbox_user)
+from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, agent_isolation, remove_tree, sandbox_user
 from swe_rl_jax.harness.specs import RepoSpec
 from swe_rl_jax.harness.treestate import State, changed_paths, read_file, snapshot, tree_bytes
 
 MAX_DIFF_BYTES = 32 << 20  # the changed files' bytes a diff reads at most
-_AGENTS_NEED_BWRAP = ("agent episodes need bwrap isolation (in namespaces or none mode a shell reads other runs' "
-                      "trees, clones' future history and the instances file: the answer)")
-
-
-def agent_isolation(requested: str) -> str:
-    """The isolation of whatever runs an agent's code (its workspace's commands, its judge's tests;
-    `agent.isolation` asks for it): "bwrap", the one mode whose view holds only the run's own files. An
-    agent's shell searches at leisure while sibling episodes and judges holding the hidden test patch run
-    beside it, so namespaces and none are refused, and so is auto where bwrap does not work (ConfigError,
-    one line)."""
-    require(requested in ("auto", "bwrap"), "agent.isolation",
-            f"{_AGENTS_NEED_BWRAP}, not {requested!r}; install bubblewrap (apt-get install bubblewrap), run as root "
-            "and set it to auto or bwrap")
-    require(isolation_mode("auto") == "bwrap", "agent.isolation",
-            f"{_AGENTS_NEED_BWRAP}, which does not work here: it needs {BWRAP_NEEDS}")
-    return "bwrap"
-
-
 class WorkspaceError(RuntimeError):
     """The workspace could not be made (`kind`: checkout_failed, install_failed, tampered) or its diff
     not computed (`kind`: diff_failed)."""

@@ -24,7 +24,7 @@ from swe_rl_jax.agent.episode import Episode
 from swe_rl_jax.agent.judge import make_judge
 from swe_rl_jax.data.sources import Instance, RepoLocator
 from swe_rl_jax.harness.evaluation import harness_places
-from swe_rl_jax.harness.workspace import agent_isolation
+from swe_rl_jax.harness.sandbox import agent_isolation
 from swe_rl_jax.policies import Policy
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.output import append_rows, pending_instances

@@ -35,7 +35,7 @@ from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, check_field_map, load_instances
 from swe_rl_jax.harness.evaluation import harness_places
-from swe_rl_jax.harness.workspace import agent_isolation
+from swe_rl_jax.harness.sandbox import agent_isolation
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.policies import Policy, derive_seed
 from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config
