@@ -66,7 +66,8 @@ def test_bad_settings_are_one_line_errors(repos, tmp_path, capsys):
     cases = {("sample=true", f"repos={repos}"): "sample:",
              (f"instances=[{path}]", f"repos={repos}", "agent.sampling.temperature=0"): "agent.sampling.temperature:",
              (f"instances=[{path}]", f"repos={repos}", "heldout.repos=[quillsoft/configlet]"): "no instance to train on",
-             (f"instances=[{path}]", f"repos={tmp_path}"): "no instance to train on"}
+             (f"instances=[{path}]", f"repos={tmp_path}"): "no instance to train on",
+             (f"instances=[{path}]", f"repos={repos}", "update.overlong=penalty"): "update.overlong:"}
     for args, message in cases.items():
         assert cli(["agent-rl", f"out_dir={tmp_path / 'out'}", *args]) == 2, args
         err = capsys.readouterr().err.strip()
@@ -132,3 +133,41 @@ def test_a_run_killed_mid_step_resumes_to_the_uninterrupted_run(repos, open_dir,
     summary = json.loads((killed / "summary.json").read_text())
     assert summary["finished"] and summary["steps"] == 2 and summary["train_instances"] == 2
     assert (killed / "curves.png").stat().st_size > 0
+
+
+def test_dynamic_sampling_sets_groups_without_signal_aside_and_refills_from_the_stream(repos, open_dir, tiny_llama,
+                                                                                        tmp_path_factory):
+    root = tmp_path_factory.mktemp("agent_rl_dynamic")
+    rows = _sample_rows()[:3]
+    train = _instances(root / "train.jsonl", rows)
+    # The stream's order (a fresh permutation per epoch, by hand): the seed is chosen so that both of
+    # dynamic sampling's outcomes happen. Only `gold` is scripted to be resolved (by its sample 0), so
+    # only its group has signal. Step 1: order[0] gives up, the refill takes order[1] = gold: trained.
+    # Step 2: order[2] and, refilled, order[3] (the next epoch's first) both give up; refills run out.
+    def order(seed: int) -> list[str]:
+        return [rows[j]["instance_id"] for epoch in (0, 1) for j in np.random.default_rng([seed, epoch]).permutation(3)]
+
+    seed = next(s for s in range(20) if order(s)[3] != order(s)[1])
+    ids = order(seed)
+    gold = ids[1]
+    out = root / "out"
+    run_scripted_agent_rl([f"out_dir={out}", f"instances=[{train}]", f"repos={repos}", f"model.checkpoint={tiny_llama}",
+                           "model.tokenizer=smollm2", "agent.system_template=You fix bugs with one bash command per answer.",
+                           "agent.instance_template='{{task}}'", f"agent.specs={SAMPLE / 'specs.json'}",
+                           f"agent.env_cache={root / 'envs'}", f"agent.work_dir={open_dir / 'agent_rl_dynamic'}",
+                           "agent.sampling.max_new_tokens=8", "agent.command_timeout_s=60", "grpo.group_size=2",
+                           "grpo.dynamic_sampling=true", "grpo.max_refills=1", "update.remat=none",
+                           "instances_per_step=1", "num_steps=2", "optimizer.lr=1e-2", "progress=false", f"seed={seed}"],
+                          give_up=[r["instance_id"] for r in rows if r["instance_id"] != gold])
+    steps = {}
+    for step in (1, 2):
+        episodes = [json.loads(line) for line in (out / "trajectories" / f"step_{step:06d}.jsonl").read_text().splitlines()]
+        steps[step] = [(t["instance_id"], t["verdict"]["resolved"], t["trained"]) for t in episodes]
+    assert steps[1] == [(ids[0], False, False)] * 2 + [(gold, True, True), (gold, False, True)]
+    # Refills ran out: the first group set aside fills the batch, its loss masked; no update.
+    assert steps[2] == [(ids[2], False, False)] * 2 + [(ids[3], False, False)] * 2
+    m1, m2 = (m for m in _metrics(out) if m["step"] > 0)
+    assert (m1["groups_sampled"], m1["refill_rounds"], m1["groups_dropped"]) == (2, 1, 1)
+    assert (m2["groups_sampled"], m2["refill_rounds"], m2["groups_dropped"]) == (2, 1, 2)
+    assert m1["resolved_rate"] == 0.25 and m1["episodes"] == 4 and m1["loss"] != 0.0 and m1["grad_norm"] > 0
+    assert m2["resolved_rate"] == 0.0 and m2["loss"] == 0.0 and m2["grad_norm"] == 0.0

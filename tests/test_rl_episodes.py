@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from swe_rl_jax.rl.episodes import COMPACT_FILTERED, build_episode_batch, episode_reward, kept_for_loss, loo_advantages
+from swe_rl_jax.rl.episodes import (COMPACT_FILTERED, build_episode_batch, episode_reward, informative_groups,
+                                    kept_for_loss, loo_advantages)
 
 
 def test_leave_one_out_advantages_by_hand_with_compact_filtering():
@@ -26,6 +27,17 @@ def test_leave_one_out_advantages_by_hand_with_compact_filtering():
                                [[1, -1]])
     assert episode_reward({"verdict": {"resolved": True}}) == 1.0
     assert episode_reward({"verdict": None}) == 0.0 == episode_reward({"verdict": {"resolved": False}})
+
+
+def test_dynamic_samplings_filter_looks_at_the_episodes_the_loss_keeps():
+    # By hand: a group carries signal when two kept episodes earn different rewards.
+    rewards = [[1, 0], [1, 1], [0, 1, 1, 1], [1, 0, 1, 1], [0.25, 0.25, 0.5], [1, 0]]
+    kept = [[True, True], [True, True], [False, True, True, True], [True, True, False, False], [True] * 3,
+            [True, False]]
+    # The third group's only differing episode was cut by a limit (filtered): nothing to learn, though
+    # its raw rewards differ (DAPO's filter on rewards alone would keep it); the last has one kept episode.
+    assert informative_groups(rewards, kept) == [True, False, False, True, True, False]
+    assert informative_groups([[0, 0, 0, 0]], [[True] * 4]) == [False]
 
 
 def test_episode_rows_put_the_loss_on_the_positions_that_predict_sampled_tokens():

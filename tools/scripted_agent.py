@@ -162,9 +162,10 @@ class ScriptedTokens:
 
 def run_scripted_agent_rl(overrides: Sequence[str],
                           test_command: str = "python -m pytest -q -p no:cacheprovider >/dev/null 2>&1; "
-                                              "echo tests exit $?") -> dict[str, Any]:
+                                              "echo tests exit $?", give_up: Sequence[str] = ()) -> dict[str, Any]:
     """`agent-rl` (config from `key=value` overrides) with `ScriptedTokens` in the sampler's stead:
-    sample 0 of every instance writes its gold fix, the others give up. The default test command
+    sample 0 of every instance writes its gold fix, the others give up, and so does every sample of
+    the instances named in `give_up` (their groups all earn 0). The default test command
     prints no timing, so the environment's outputs, and the episodes' tokens, are the same on every
     run (pytest's "passed in 0.04s" would not be)."""
     from swe_rl_jax.config import load_config
@@ -175,7 +176,7 @@ def run_scripted_agent_rl(overrides: Sequence[str],
     config = load_config(AgentRLConfig, None, overrides)
     locator = RepoLocator(config.repos)
     script = {(i.instance_id, 0): gold_fix_turns(i, locator.find(i.repo), test_command)
-              for path in config.instances for i in load_instances(path)}
+              for path in config.instances for i in load_instances(path) if i.instance_id not in give_up}
     tokenizer = load_tokenizer(tokenizer_source(config.model))
     return run_agent_rl(config, policy=ScriptedTokens(tokenizer, script))
 

@@ -99,16 +99,21 @@ class GroupAccumulator:
         self._kept: list[tuple[np.ndarray, Any]] = []
         self._filler: list[tuple[np.ndarray, Any]] = []
 
-    def add(self, rewards: Any, items: Optional[Sequence[Any]] = None) -> int:
-        """Adds one round of groups (rewards [G, N]; items: one payload per group). Returns the
-        number of informative groups held now."""
+    def add(self, rewards: Any, items: Optional[Sequence[Any]] = None,
+            informative: Optional[Sequence[bool]] = None) -> int:
+        """Adds one round of groups (rewards [G, N]; items: one payload per group; `informative`: which
+        groups carry signal, by default `dynamic_sampling_filter(rewards)`). Returns the number of
+        informative groups held now."""
         r = np.asarray(rewards, dtype=np.float64)
         if r.ndim != 2:
             raise ValueError(f"rewards must be [num_groups, group_size], got shape {r.shape}")
         items = list(items) if items is not None else [None] * r.shape[0]
         if len(items) != r.shape[0]:
             raise ValueError(f"{len(items)} items for {r.shape[0]} groups")
-        for row, item, keep in zip(r, items, dynamic_sampling_filter(r)):
+        keep_groups = dynamic_sampling_filter(r) if informative is None else list(informative)
+        if len(keep_groups) != r.shape[0]:
+            raise ValueError(f"{len(keep_groups)} informative flags for {r.shape[0]} groups")
+        for row, item, keep in zip(r, items, keep_groups):
             (self._kept if keep else self._filler).append((row, item))
         self.rounds += 1
         return len(self._kept)

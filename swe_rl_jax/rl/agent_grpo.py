@@ -2,12 +2,15 @@
 
 `AgentGRPOTrainer.rollouts` runs G episodes per instance in the sandbox (agent/driver.py) with the
 in-process sampler on the current weights, token-exact (agent/tokens.py), each judged by the
-harness at its end; `update_on_episodes` turns their trajectories into GRPO rows (rl/episodes.py:
-the verdict as reward, compact filtering, leave-one-out advantages) and runs the clipped update of
-the single-turn trainer (`GRPOTrainer._update`: PPO epochs, minibatches, KL, clip-higher, GSPO).
+harness at its end; `sample_episode_groups` collects a step's groups (with DAPO's dynamic sampling:
+groups without signal set aside and refilled from the stream); `update_on_episodes` turns their
+trajectories into GRPO rows (rl/episodes.py: the verdict as reward, compact filtering, leave-one-out
+advantages) and runs the clipped update of the single-turn trainer (`GRPOTrainer._update`: PPO
+epochs, minibatches, KL, clip-higher, GSPO).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -19,12 +22,26 @@ from swe_rl_jax.data.sources import Instance
 from swe_rl_jax.parallel.distributed import place_rows, to_host
 from swe_rl_jax.policies import Policy, derive_seed
 from swe_rl_jax.rl.config import GRPOConfig
-from swe_rl_jax.rl.episodes import build_episode_batch, episode_metrics, episode_reward, kept_for_loss, loo_advantages
+from swe_rl_jax.rl.advantages import GroupAccumulator
+from swe_rl_jax.rl.episodes import (build_episode_batch, episode_reward, informative_groups, kept_for_loss,
+                                    loo_advantages, rollout_metrics)
 from swe_rl_jax.rl.grpo import GRPOTrainer
 from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
 from swe_rl_jax.train import TrainState
 
 Trajectory = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class EpisodeGroups:
+    """A step's rollouts: every group `sampled` (refills included, in order), the indices of the
+    `chosen` ones the update trains on (informative first), whether each chosen one is `trained`
+    (False: a filler with its loss masked), and the dynamic-sampling counts."""
+
+    sampled: list[list[dict[str, Any]]]
+    chosen: list[int]
+    trained: list[bool]
+    counts: dict[str, float]
 
 
 class AgentGRPOTrainer(GRPOTrainer):
@@ -56,35 +73,75 @@ class AgentGRPOTrainer(GRPOTrainer):
         rows = [ep.to_json() for ep in episodes]
         return [rows[i * g:(i + 1) * g] for i in range(len(instances))]
 
-    def update_on_episodes(self, state: TrainState, position: int,
-                           groups: Sequence[Sequence[Trajectory]]) -> tuple[TrainState, dict[str, float]]:
-        """One GRPO update on judged trajectories, grouped by instance (module docstring). An episode
-        without tokens (no turn was sampled: a set-up or policy failure) is out of the loss and the
-        baseline; its row stays, empty, so every step has the same number of rows."""
-        rewards = [[episode_reward(t, self.similarity_weight) for t in group] for group in groups]
-        kept = [[kept_for_loss(t["exit_status"], self.compact_filtering) and bool(t.get("tokens")) for t in group] for group in groups]
+    def sample_episode_groups(self, state: TrainState, position: int, take: Callable[[int], Sequence[Instance]],
+                              target: int, policy: Optional[Policy] = None,
+                              seed: Optional[int] = None) -> EpisodeGroups:
+        """The step's groups: `target` instances from `take` (the training stream), G episodes each.
+        Under dynamic sampling (`grpo.dynamic_sampling`, DAPO's) a group without signal
+        (`informative_groups`) is set aside and more instances are taken, as many as groups are still
+        missing, for at most `grpo.max_refills` more rounds; if those run out, groups set aside fill
+        the batch with their loss masked, so every step has `target` x G rows. Round r > 0 is seeded
+        from `seed` and r, so a resumed run takes and samples the same."""
+        seed = derive_seed("agent-grpo", position) if seed is None else seed
+        acc = GroupAccumulator(target, self.grpo.max_refills if self.grpo.dynamic_sampling else 0)
+        sampled: list[list[dict[str, Any]]] = []
+        while not acc.done:
+            instances = take(target - acc.num_informative if acc.rounds else target)
+            groups = self.rollouts(state, position, instances, policy,
+                                   seed=derive_seed("agent-grpo-refill", seed, acc.rounds) if acc.rounds else seed)
+            rewards, kept = self._rewards_and_kept(groups)
+            signal = informative_groups(rewards, kept) if self.grpo.dynamic_sampling else [True] * len(groups)
+            acc.add(rewards, range(len(sampled), len(sampled) + len(groups)), informative=signal)
+            sampled.extend(groups)
+        _, chosen, trained = acc.take()
+        dropped = len(sampled) - int(trained.sum()) if self.grpo.dynamic_sampling else 0
+        return EpisodeGroups(sampled, list(chosen), trained.tolist(),
+                             {"groups_sampled": float(len(sampled)), "refill_rounds": float(acc.rounds - 1),
+                              "groups_dropped": float(dropped)})
+
+    def episode_step(self, state: TrainState, position: int, take: Callable[[int], Sequence[Instance]], target: int,
+                     policy: Optional[Policy] = None,
+                     seed: Optional[int] = None) -> tuple[TrainState, dict[str, float], EpisodeGroups]:
+        """`sample_episode_groups`, then `update_on_episodes` on the chosen groups. The rollout metrics
+        are every sampled episode's (what the policy did this step, refills included)."""
+        groups = self.sample_episode_groups(state, position, take, target, policy, seed)
+        state, metrics = self.update_on_episodes(state, position, [groups.sampled[i] for i in groups.chosen],
+                                                 groups.trained)
+        return state, {**metrics, **rollout_metrics(groups.sampled, self.compact_filtering), **groups.counts}, groups
+
+    def update_on_episodes(self, state: TrainState, position: int, groups: Sequence[Sequence[Trajectory]],
+                           trained: Optional[Sequence[bool]] = None) -> tuple[TrainState, dict[str, float]]:
+        """One GRPO update on judged trajectories, grouped by instance (module docstring); a group not
+        `trained` (dynamic sampling's filler) has no loss. An episode without tokens (no turn was
+        sampled: a set-up or policy failure) is out of the loss and the baseline; its row stays,
+        empty, so every step has the same number of rows."""
+        if not groups or not all(groups):
+            raise ValueError("no episodes to train on")
+        trained = [True] * len(groups) if trained is None else list(trained)
+        rewards, kept = self._rewards_and_kept(groups)
+        kept = [[k and use for k in ks] for ks, use in zip(kept, trained)]
         advantages = loo_advantages(rewards, kept)
         flat = [t for group in groups for t in group]
-        if not flat:
-            raise ValueError("no episodes to train on")
         empty = {"ids": [], "mask": [], "logprobs": []}
         batch = build_episode_batch([t.get("tokens") or empty for t in flat], self.pad_id,
                                     [k for ks in kept for k in ks], row_multiple=self.row_multiple())
         adv = np.zeros(batch.tokens.shape[0])
         adv[:len(flat)] = [a for g in advantages for a in g]
         arrays = {**batch.arrays(), "advantages": batch.per_token(adv)}
-        sampled = [t for t in flat if t.get("tokens")]
-        metrics = {**episode_metrics(groups),
-                   "episodes": float(len(flat)), "without_tokens": float(len(flat) - len(sampled)),
-                   "filtered": float(sum(not kept_for_loss(t["exit_status"], self.compact_filtering) for t in flat)),
-                   "tool_seconds": float(np.mean([t["seconds"]["commands"] for t in flat])),
-                   "tokens": float(np.mean([len(t["tokens"]["ids"]) for t in sampled])) if sampled else 0.0}
+        metrics = rollout_metrics(groups, self.compact_filtering)
         if not batch.loss_mask.any() or not np.any(arrays["advantages"]):
             # Nothing to learn from: no optimizer step, the state as it was; the sampler/trainer gap is
             # still measured (one forward pass), as every step's metric.
             return state, {**metrics, **self._mismatch(state, arrays), "loss": 0.0, "grad_norm": 0.0}
         state, update_metrics = self._update(state, position, arrays)
         return state, {**metrics, **update_metrics}
+
+    def _rewards_and_kept(self, groups: Sequence[Sequence[Trajectory]]) -> tuple[list[list[float]], list[list[bool]]]:
+        """Each episode's reward, and whether it is in the loss (compact filtering; a sampled token)."""
+        rewards = [[episode_reward(t, self.similarity_weight) for t in group] for group in groups]
+        kept = [[kept_for_loss(t["exit_status"], self.compact_filtering) and bool(t.get("tokens")) for t in group]
+                for group in groups]
+        return rewards, kept
 
     def _mismatch(self, state: TrainState, arrays: dict[str, np.ndarray]) -> dict[str, float]:
         """|trainer − sampler| log-prob of the sampled tokens in the loss, as the update's

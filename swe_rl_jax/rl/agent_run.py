@@ -5,7 +5,9 @@ checkpointed, resumable, evaluated on repositories it never trains on, exported 
 Each step takes `instances_per_step` training instances from a seeded stream (a fresh permutation
 per epoch, rl/run.py's `PromptStream`), runs G token-exact episodes of each with the in-process
 sampler on the current weights (lockstep rounds, agent/driver.py), has the harness judge every
-submitted diff, and makes one GRPO update on them. The stream's cursor, the position and the train
+submitted diff, and makes one GRPO update on them (with `grpo.dynamic_sampling`, DAPO's: groups
+whose episodes all earn the same are set aside and more instances taken from the stream, up to
+`grpo.max_refills` more rounds; rl/agent_grpo.py). The stream's cursor, the position and the train
 state go into every checkpoint, and the rollouts are seeded by the run's seed and the position, so a
 resumed run samples the same episodes as an uninterrupted one as long as the commands' outputs are
 the same (a command that prints the time or a random number differs from run to run, as it would in
@@ -23,7 +25,7 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import jax
 from tqdm import tqdm
@@ -39,7 +41,7 @@ from swe_rl_jax.harness.sandbox import agent_isolation
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.policies import Policy, derive_seed
 from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config
-from swe_rl_jax.rl.agent_grpo import AgentGRPOTrainer
+from swe_rl_jax.rl.agent_grpo import AgentGRPOTrainer, EpisodeGroups
 from swe_rl_jax.rl.config import GRPOConfig
 from swe_rl_jax.rl.episodes import episode_metrics
 from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
@@ -123,9 +125,10 @@ class AgentRLConfig:
         require(self.save_every >= 1, "save_every", "must be >= 1")
         require(self.agent.sampling.temperature > 0, "agent.sampling.temperature",
                 "must be > 0: greedy episodes of one instance are all the same, so GRPO has no signal")
-        # Episodes' advantages are leave-one-out (rl/episodes.py): GRPO's std scaling does not apply,
-        # and refilling groups would mean running more whole episodes, which is not built.
-        require(not self.grpo.dynamic_sampling, "grpo.dynamic_sampling", "is not built for agent episodes")
+        # The update never reads the single-turn overlong modes: an episode cut by the context is
+        # `context_limit`, which compact filtering keeps out of the loss (DAPO's overlong filtering).
+        require(self.update.overlong == "none", "update.overlong",
+                "must be none for episodes: compact_filtering handles episodes cut by the context")
         require(not (self.sample and (self.instances or self.repos)), "sample",
                 "uses the shipped sample's instances and clones: give neither instances nor repos")
         check_field_map(self.fields)
@@ -170,14 +173,17 @@ def usable_instances(config: AgentRLConfig, locator: RepoLocator) -> tuple[list[
     return kept, dict(skipped)
 
 
-def _write_trajectories(path: Path, groups: Sequence[Sequence[Mapping[str, Any]]]) -> None:
-    """A step's episodes without their token ids (the metrics and turns stay readable; ids are
-    what the update used and are many)."""
+def _write_trajectories(path: Path, groups: EpisodeGroups) -> None:
+    """A step's episodes, every one sampled, without their token ids (the metrics and turns stay
+    readable; ids are what the update used and are many); `trained`: whether its group was in the
+    update (dynamic sampling sets groups without signal aside)."""
+    trained = {i: use for i, use in zip(groups.chosen, groups.trained)}
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
-        for group in groups:
+        for i, group in enumerate(groups.sampled):
             for t in group:
-                f.write(json.dumps({k: v for k, v in t.items() if k != "tokens"}, sort_keys=True) + "\n")
+                row = {k: v for k, v in t.items() if k != "tokens"}
+                f.write(json.dumps({**row, "trained": trained.get(i, False)}, sort_keys=True) + "\n")
 
 
 def plot_curves(metrics: Path, out: Path) -> None:
@@ -256,10 +262,9 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     bar = tqdm(total=config.num_steps, initial=position, disable=not config.progress, dynamic_ncols=True)
     while position < config.num_steps:
         # Seeded by the run's seed too: runs of several seeds sample different episodes.
-        groups = trainer.rollouts(state, position, stream.take(config.instances_per_step), policy,
-                                  seed=derive_seed("agent-grpo", config.seed, position))
+        state, metrics, groups = trainer.episode_step(state, position, stream.take, config.instances_per_step,
+                                                      policy, seed=derive_seed("agent-grpo", config.seed, position))
         _write_trajectories(out / "trajectories" / f"step_{position + 1:06d}.jsonl", groups)
-        state, metrics = trainer.update_on_episodes(state, position, groups)
         position += 1
         steps_run += 1
         metrics.update(host_memory_gb())

@@ -5,8 +5,8 @@ predict a sampled token, the sampler's log-probs there; the same `RolloutBatch` 
 trainers feed the policy objective (rl/rollout.py, rl/objectives.py), so clip-higher, GSPO's
 sequence ratio, the KL and the loss aggregations apply to episodes unchanged.
 
-- **Reward**: 1 when the harness resolved the submitted diff, else 0 (DeepSWE's). Mixing in SWE-RL's
-  similarity to the oracle (rewards/swe_rl.py, defined on the edited files' contents) is not built.
+- **Reward**: 1 when the harness resolved the submitted diff, else 0 (DeepSWE's), optionally mixed
+  with SWE-RL's similarity of the diff to the oracle patch (`similarity_weight`; agent/judge.py).
 - **Compact filtering** (DeepSWE): an episode ended by the turn, context or command-time limit is
   kept out of the loss (its mask 0) and out of its group's baseline, instead of being rewarded 0,
   which would teach the model that long work is wrong when it was only unfinished.
@@ -72,6 +72,24 @@ def loo_advantages(rewards: Sequence[Sequence[float]], kept: Sequence[Sequence[b
             adv[k] = r[k] - (total - r[k]) / (n - 1)
         out.append(adv.tolist())
     return out
+
+
+def informative_groups(rewards: Sequence[Sequence[float]], kept: Sequence[Sequence[bool]]) -> list[bool]:
+    """Which groups carry a learning signal: some leave-one-out advantage is not 0, i.e. at least two
+    kept episodes with different rewards. DAPO's dynamic-sampling filter on the episodes the loss
+    keeps: a group whose only differing episode was filtered out teaches nothing."""
+    return [any(a != 0.0 for a in adv) for adv in loo_advantages(rewards, kept)]
+
+
+def rollout_metrics(groups: Sequence[Sequence[Mapping[str, Any]]], compact_filtering: bool = True) -> dict[str, float]:
+    """A step's rollouts: `episode_metrics`, the episode count, those without a sampled token, those
+    filtered out of the loss, command seconds and tokens per episode."""
+    flat = [t for group in groups for t in group]
+    sampled = [t for t in flat if t.get("tokens")]
+    return {**episode_metrics(groups), "episodes": float(len(flat)), "without_tokens": float(len(flat) - len(sampled)),
+            "filtered": float(sum(not kept_for_loss(t["exit_status"], compact_filtering) for t in flat)),
+            "tool_seconds": float(np.mean([t["seconds"]["commands"] for t in flat])) if flat else 0.0,
+            "tokens": float(np.mean([len(t["tokens"]["ids"]) for t in sampled])) if sampled else 0.0}
 
 
 def build_episode_batch(episodes: Sequence[Mapping[str, Sequence]], pad_id: int, kept: Optional[Sequence[bool]] = None,
