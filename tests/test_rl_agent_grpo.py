@@ -79,3 +79,51 @@ def test_an_update_on_judged_episodes_moves_each_episodes_tokens_by_its_advantag
     assert metrics["logp_mismatch_max"] < 1e-4
     _, metrics = trainer.update_on_episodes(new_state, 1, [[stale] * 2])
     assert metrics["logp_mismatch_mean"] > 1e-3
+
+
+def test_rollouts_ahead_read_the_weights_the_previous_step_started_from():
+    """max_staleness 1 (rl/rollouts_ahead.py): step 1's rollouts run in a thread while step 0's update
+    runs and donates the state's buffers; they must read step 0's weights (a copy), and the episodes a
+    checkpoint holds come back as they were."""
+    import threading
+
+    import pytest
+
+    from swe_rl_jax.rl.agent_grpo import EpisodeGroups
+    from swe_rl_jax.rl.rollouts_ahead import RolloutsAhead
+
+    trainer, state = _trainer()
+    rng = np.random.default_rng(1)
+    start = threading.Event()
+    seen = {}
+
+    def leaves(params) -> dict:
+        # Copies: a zero-copy view of a buffer would keep the update from donating it.
+        return {jax.tree_util.keystr(p): np.array(x, copy=True) for p, x in jax.tree_util.tree_leaves_with_path(params)}
+
+    def sample(params, position):
+        if position:  # ahead: read the weights only once the update has taken the state's buffers
+            assert start.wait(timeout=60)
+        seen[position] = leaves(params)
+        groups = [[_on_policy(params, _episode(rng, "submitted", True)), _on_policy(params, _episode(rng, "submitted", False))]]
+        return EpisodeGroups(groups, [0], [True], {"groups_sampled": 1.0})
+
+    ahead = RolloutsAhead(sample, ahead=1)
+    step0, staleness0 = ahead.groups(state.params, 0)  # no rollouts ahead yet: sampled now
+    before = leaves(state.params)
+    ahead.prefetch(state.params, 1)
+    state, metrics = trainer.update_on_groups(state, 0, step0)
+    start.set()
+    assert metrics["grad_norm"] > 0 and staleness0 == 0
+    with pytest.raises(ValueError, match="step 1's, not step 2's"):
+        ahead.groups(state.params, 2)
+    held = ahead.settle()  # what a checkpoint after step 0 holds
+    assert seen[1].keys() == before.keys() and all(np.array_equal(seen[1][k], before[k]) for k in before)
+    after = leaves(state.params)
+    assert any(not np.array_equal(after[k], before[k]) for k in before)
+    resumed = RolloutsAhead(sample, ahead=1)
+    resumed.restore(held)
+    (a, sa), (b, sb) = ahead.groups(state.params, 1), resumed.groups(state.params, 1)
+    assert a == b and sa == sb == 1
+    ahead.close()
+    resumed.close()

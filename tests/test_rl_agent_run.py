@@ -67,7 +67,9 @@ def test_bad_settings_are_one_line_errors(repos, tmp_path, capsys):
              (f"instances=[{path}]", f"repos={repos}", "agent.sampling.temperature=0"): "agent.sampling.temperature:",
              (f"instances=[{path}]", f"repos={repos}", "heldout.repos=[quillsoft/configlet]"): "no instance to train on",
              (f"instances=[{path}]", f"repos={tmp_path}"): "no instance to train on",
-             (f"instances=[{path}]", f"repos={repos}", "update.overlong=penalty"): "update.overlong:"}
+             (f"instances=[{path}]", f"repos={repos}", "update.overlong=penalty"): "update.overlong:",
+             (f"instances=[{path}]", f"repos={repos}", "max_staleness=1"): "grpo.tis_cap:",
+             (f"instances=[{path}]", f"repos={repos}", "max_staleness=2", "grpo.tis_cap=2"): "max_staleness:"}
     for args, message in cases.items():
         assert cli(["agent-rl", f"out_dir={tmp_path / 'out'}", *args]) == 2, args
         err = capsys.readouterr().err.strip()
@@ -171,3 +173,32 @@ def test_dynamic_sampling_sets_groups_without_signal_aside_and_refills_from_the_
     assert (m2["groups_sampled"], m2["refill_rounds"], m2["groups_dropped"]) == (2, 1, 2)
     assert m1["resolved_rate"] == 0.25 and m1["episodes"] == 4 and m1["loss"] != 0.0 and m1["grad_norm"] > 0
     assert m2["resolved_rate"] == 0.0 and m2["loss"] == 0.0 and m2["grad_norm"] == 0.0
+
+
+def test_rollouts_one_step_ahead_resume_from_the_episodes_the_checkpoint_holds(repos, open_dir, tiny_llama,
+                                                                               tmp_path_factory):
+    """max_staleness 1: step t + 1's episodes are sampled while step t's update runs; a run stopped
+    after step 1 saves step 2's with the checkpoint (and the stream's cursor after them) and, resumed,
+    trains on them and on step 3's as the uninterrupted run did."""
+    root = tmp_path_factory.mktemp("agent_rl_ahead")
+    train = _instances(root / "train.jsonl", _sample_rows()[:2])
+    args = [f"instances=[{train}]", f"repos={repos}", f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
+            "agent.system_template=You fix bugs with one bash command per answer.", "agent.instance_template='{{task}}'",
+            f"agent.specs={SAMPLE / 'specs.json'}", f"agent.env_cache={root / 'envs'}",
+            f"agent.work_dir={open_dir / 'agent_rl_ahead'}", "agent.sampling.max_new_tokens=8",
+            "agent.command_timeout_s=60", "grpo.group_size=2", "grpo.tis_cap=2.0", "max_staleness=1",
+            "update.remat=none", "instances_per_step=1", "num_steps=3", "optimizer.lr=1e-2", "progress=false"]
+    straight, stopped = root / "straight", root / "stopped"
+    run_scripted_agent_rl([f"out_dir={straight}", *args])
+    run_scripted_agent_rl([f"out_dir={stopped}", *args, "stop_after_steps=1"])
+    assert [m["step"] for m in _metrics(stopped)] == [1]
+    run_scripted_agent_rl([f"out_dir={stopped}", *args])  # resumes at step 2, its episodes from the checkpoint
+    timing = ("host/", "tool_seconds")
+    a, b = ([{k: v for k, v in m.items() if not k.startswith(timing)} for m in _metrics(out)] for out in (straight, stopped))
+    assert a == b and [m["staleness"] for m in a] == [0, 1, 1]
+    ids = [[[json.loads(line)["instance_id"] for line in (out / "trajectories" / f"step_{step:06d}.jsonl").read_text()
+             .splitlines()] for step in (1, 2, 3)] for out in (straight, stopped)]
+    assert ids[0] == ids[1]
+    assert all(m["tis_weight_mean"] > 0 and m["loss"] != 0.0 for m in a)
+    wa, wb = (load_file(str(out / "hf" / "model.safetensors")) for out in (straight, stopped))
+    assert wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)

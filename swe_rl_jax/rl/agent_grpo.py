@@ -52,19 +52,19 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.agent, self.make_env, self.judge = agent, make_env, judge
         self.compact_filtering, self.similarity_weight = compact_filtering, similarity_weight
 
-    def rollouts(self, state: TrainState, position: int, instances: Sequence[Instance],
+    def rollouts(self, params: Any, position: int, instances: Sequence[Instance],
                  policy: Optional[Policy] = None, samples: int = 0, seed: Optional[int] = None,
                  lockstep: bool = True) -> list[list[dict[str, Any]]]:
         """`samples` (default G) judged, token-exact episodes per instance: trajectory rows, grouped.
-        `policy`: the in-process sampler on the current weights unless given (one that returns token
-        ids). `seed`: default, one per position. `lockstep`: agent/driver.py (a run that resumes to
+        `params`: the train state's (or a snapshot of them) that the in-process sampler reads, unless
+        `policy` is given (one that returns token ids). `seed`: default, one per position. `lockstep`: agent/driver.py (a run that resumes to
         the same tokens)."""
         if self.make_env is None or self.judge is None or self.tokenizer is None:
             raise ValueError("rollouts need make_env, judge and the setup's tokenizer")
         if policy is None:
             from swe_rl_jax.policies.sampler import SamplerPolicy
 
-            policy = SamplerPolicy(self.sample_cfg, self.sampling_params(state.params), self.tokenizer,
+            policy = SamplerPolicy(self.sample_cfg, self.sampling_params(params), self.tokenizer,
                                    self.rollout_engine)
         g = samples or self.grpo.group_size
         episodes = run_episodes([EpisodeJob(inst, s) for inst in instances for s in range(g)], policy, self.agent,
@@ -73,7 +73,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         rows = [ep.to_json() for ep in episodes]
         return [rows[i * g:(i + 1) * g] for i in range(len(instances))]
 
-    def sample_episode_groups(self, state: TrainState, position: int, take: Callable[[int], Sequence[Instance]],
+    def sample_episode_groups(self, params: Any, position: int, take: Callable[[int], Sequence[Instance]],
                               target: int, policy: Optional[Policy] = None,
                               seed: Optional[int] = None) -> EpisodeGroups:
         """The step's groups: `target` instances from `take` (the training stream), G episodes each.
@@ -87,7 +87,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         sampled: list[list[dict[str, Any]]] = []
         while not acc.done:
             instances = take(target - acc.num_informative if acc.rounds else target)
-            groups = self.rollouts(state, position, instances, policy,
+            groups = self.rollouts(params, position, instances, policy,
                                    seed=derive_seed("agent-grpo-refill", seed, acc.rounds) if acc.rounds else seed)
             rewards, kept = self._rewards_and_kept(groups)
             signal = informative_groups(rewards, kept) if self.grpo.dynamic_sampling else [True] * len(groups)
@@ -99,15 +99,13 @@ class AgentGRPOTrainer(GRPOTrainer):
                              {"groups_sampled": float(len(sampled)), "refill_rounds": float(acc.rounds - 1),
                               "groups_dropped": float(dropped)})
 
-    def episode_step(self, state: TrainState, position: int, take: Callable[[int], Sequence[Instance]], target: int,
-                     policy: Optional[Policy] = None,
-                     seed: Optional[int] = None) -> tuple[TrainState, dict[str, float], EpisodeGroups]:
-        """`sample_episode_groups`, then `update_on_episodes` on the chosen groups. The rollout metrics
-        are every sampled episode's (what the policy did this step, refills included)."""
-        groups = self.sample_episode_groups(state, position, take, target, policy, seed)
+    def update_on_groups(self, state: TrainState, position: int,
+                         groups: EpisodeGroups) -> tuple[TrainState, dict[str, float]]:
+        """`update_on_episodes` on the chosen groups. The rollout metrics are every sampled episode's
+        (what the policy did this step, refills included)."""
         state, metrics = self.update_on_episodes(state, position, [groups.sampled[i] for i in groups.chosen],
                                                  groups.trained)
-        return state, {**metrics, **rollout_metrics(groups.sampled, self.compact_filtering), **groups.counts}, groups
+        return state, {**metrics, **rollout_metrics(groups.sampled, self.compact_filtering), **groups.counts}
 
     def update_on_episodes(self, state: TrainState, position: int, groups: Sequence[Sequence[Trajectory]],
                            trained: Optional[Sequence[bool]] = None) -> tuple[TrainState, dict[str, float]]:

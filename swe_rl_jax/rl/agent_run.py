@@ -42,6 +42,7 @@ from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.policies import Policy, derive_seed
 from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config
 from swe_rl_jax.rl.agent_grpo import AgentGRPOTrainer, EpisodeGroups
+from swe_rl_jax.rl.rollouts_ahead import RolloutsAhead
 from swe_rl_jax.rl.config import GRPOConfig
 from swe_rl_jax.rl.episodes import episode_metrics
 from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
@@ -103,6 +104,9 @@ class AgentRLConfig:
     # The reward: (1 - w) x resolved + w x SWE-RL's similarity of the diff to the oracle patch (0: DeepSWE's).
     similarity_weight: float = 0.0
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    # 1: step t + 1's episodes are sampled while step t's update runs, from the weights step t started
+    # from (one update old; grpo.tis_cap corrects for it). 0: each step samples from its own weights.
+    max_staleness: int = 0
     heldout: AgentHeldoutConfig = field(default_factory=AgentHeldoutConfig)
     instances_per_step: int = 4
     num_steps: int = 100
@@ -123,6 +127,11 @@ class AgentRLConfig:
         require(self.schedule_steps >= 0, "schedule_steps", "must be >= 0")
         require(0.0 <= self.similarity_weight <= 1.0, "similarity_weight", "must be in [0, 1]")
         require(self.save_every >= 1, "save_every", "must be >= 1")
+        require(self.max_staleness in (0, 1), "max_staleness",
+                "must be 0 or 1 (a deeper pipeline would need older weights than a checkpoint holds)")
+        require(self.max_staleness == 0 or self.grpo.tis_cap is not None, "grpo.tis_cap",
+                "is required with max_staleness 1: it is the importance correction for episodes sampled "
+                "from weights one update old (docs/AGENT.md, \"Asynchronous rollouts\")")
         require(self.agent.sampling.temperature > 0, "agent.sampling.temperature",
                 "must be > 0: greedy episodes of one instance are all the same, so GRPO has no signal")
         # The update never reads the single-turn overlong modes: an episode cut by the context is
@@ -241,16 +250,26 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
                                similarity_weight=config.similarity_weight)
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
-    position, cursor, run = 0, 0, {}
+    position, cursor, run, pending = 0, 0, {}, None
     if checkpointer.latest_step() is not None:
         state, meta = checkpointer.restore(abstract_train_state(model_config, optimizer, state_sh, param_dtype))
         check_resumable(checkpointer.directory, meta["config"], to_dict(checked))
         position, cursor, run = int(meta["position"]), int(meta["cursor"]), dict(meta.get("run", {}))
+        pending = meta.get("pending")
     stream = PromptStream(train, config.seed, cursor)
     writer = MetricsWriter(out / "metrics")
 
+    def sample(params: Any, step: int) -> EpisodeGroups:
+        # Seeded by the run's seed too: runs of several seeds sample different episodes.
+        return trainer.sample_episode_groups(params, step, stream.take, config.instances_per_step, policy,
+                                             seed=derive_seed("agent-grpo", config.seed, step))
+
+    ahead = RolloutsAhead(sample, config.max_staleness)
+    ahead.restore(pending)
+
     def evaluate(state: Any) -> dict[str, float]:
-        groups = trainer.rollouts(state, 0, heldout, policy, samples=config.heldout.samples,
+        ahead.settle()  # the sampler is the evaluation's alone
+        groups = trainer.rollouts(state.params, 0, heldout, policy, samples=config.heldout.samples,
                                   seed=derive_seed("agent-heldout", config.heldout.seed))
         return episode_metrics(groups, "heldout/")
 
@@ -261,9 +280,11 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     steps_run = 0
     bar = tqdm(total=config.num_steps, initial=position, disable=not config.progress, dynamic_ncols=True)
     while position < config.num_steps:
-        # Seeded by the run's seed too: runs of several seeds sample different episodes.
-        state, metrics, groups = trainer.episode_step(state, position, stream.take, config.instances_per_step,
-                                                      policy, seed=derive_seed("agent-grpo", config.seed, position))
+        groups, staleness = ahead.groups(state.params, position)
+        if position + 1 < config.num_steps:
+            ahead.prefetch(state.params, position + 1)
+        state, metrics = trainer.update_on_groups(state, position, groups)
+        metrics["staleness"] = float(staleness)
         _write_trajectories(out / "trajectories" / f"step_{position + 1:06d}.jsonl", groups)
         position += 1
         steps_run += 1
@@ -279,11 +300,14 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
         bar.set_postfix(resolved=f"{metrics['resolved_rate']:.2f}", refresh=False)
         stop = preemption.is_set() or steps_run == config.stop_after_steps
         if stop or position % config.save_every == 0 or position == config.num_steps:
-            checkpointer.save(position, state, {"position": position, "cursor": stream.cursor,
+            # The rollouts in flight go in too: the weights they read are not in the checkpoint.
+            pending = ahead.settle()
+            checkpointer.save(position, state, {"position": position, "cursor": stream.cursor, "pending": pending,
                                                 "config": to_dict(checked), "run": run})
         if stop:
             break
     bar.close()
+    ahead.close()
     preemption.restore()
     checkpointer.close()
     writer.close()
