@@ -5,7 +5,7 @@ import pytest
 from jax.sharding import AbstractMesh, PartitionSpec
 
 from swe_rl_jax.config import ConfigError
-from swe_rl_jax.models import ModelConfig, preset
+from swe_rl_jax.models import preset
 from swe_rl_jax.parallel.fake_devices import run_snippet
 from swe_rl_jax.parallel.mesh import MeshConfig, parse_mesh
 from swe_rl_jax.parallel.rules import get_rules, logical_spec, rules_for_mesh

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swe_rl_jax.data.sample import commit_all, init_repo, write_files
-from swe_rl_jax.data.sources import GitRepo, Instance, RepoLocator, Snapshot
+from swe_rl_jax.data.sources import GitRepo, Instance, Snapshot
 from swe_rl_jax.policies import PolicyResponse
 from swe_rl_jax.resolve.candidates import make_candidate
 from swe_rl_jax.resolve.driver import Counts, StageSampling, resolve_chunk

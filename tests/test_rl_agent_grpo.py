@@ -73,6 +73,9 @@ def test_an_update_on_judged_episodes_moves_each_episodes_tokens_by_its_advantag
     # Equal rewards in every group (after filtering): no signal, no step, the state as it was.
     same, metrics = trainer.update_on_episodes(new_state, 1, [[_on_policy(new_state.params, bad)] * 2, groups[1]])
     assert metrics["loss"] == 0.0 and same is new_state
+    # A group dynamic sampling keeps only as filler (not trained) has no loss, though it has signal.
+    same, metrics = trainer.update_on_episodes(new_state, 1, groups[:1], trained=[False])
+    assert metrics["loss"] == 0.0 and same is new_state
     # Without an update the sampler/trainer gap is still measured: none for episodes sampled from this
     # policy, some for ones sampled before the update.
     _, metrics = trainer.update_on_episodes(new_state, 1, [[_on_policy(new_state.params, bad)] * 2])

@@ -3,7 +3,6 @@ uninterrupted run's losses bitwise; a checkpoint restores onto a different mesh.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

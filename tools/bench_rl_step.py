@@ -114,7 +114,6 @@ def ours_worker(a: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
     import jax
     import jax.numpy as jnp
-    import numpy as np
 
     from swe_rl_jax.checkpoints import load_hf
     from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh

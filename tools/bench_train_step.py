@@ -130,7 +130,7 @@ def main() -> int:
     print(f"threads per side: {args.threads or 'default'}; jax {jax.__version__} ({jax.devices()[0].platform}), torch {torch.__version__} "
           f"({torch.get_num_threads()} threads, attention {model.config._attn_implementation})")
     print("first-step loss: " + "  ".join(f"{name} {loss:.6f}" for name, loss in first.items()))
-    print(f"| side | median step | best step | tokens/s (median) | torch/side (median) |\n|---|---|---|---|---|")
+    print("| side | median step | best step | tokens/s (median) | torch/side (median) |\n|---|---|---|---|---|")
     for name in runners:
         print(f"| {name} | {med[name] * 1e3:.1f} ms | {best[name] * 1e3:.1f} ms | {tokens_per_step / med[name]:.0f} "
               f"| {med['torch'] / med[name]:.2f}x |")

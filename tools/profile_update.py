@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntraced: {total:.2f} s of XLA ops\n\n| group | s | share |\n|---|---:|---:|")
     for name, s in by_group.most_common():
         print(f"| {name} | {s:.2f} | {s / total:.0%} |")
-    print(f"\n| s | share | jax op  output shape |\n|---:|---:|---|")
+    print("\n| s | share | jax op  output shape |\n|---:|---:|---|")
     for source, s in by_source.most_common(args.top):
         print(f"| {s:.2f} | {s / total:.0%} | `{source}` |")
     return 0

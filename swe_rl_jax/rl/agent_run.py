@@ -23,6 +23,7 @@ import collections
 import dataclasses
 import json
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -280,11 +281,13 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     steps_run = 0
     bar = tqdm(total=config.num_steps, initial=position, disable=not config.progress, dynamic_ncols=True)
     while position < config.num_steps:
+        started = time.perf_counter()
         groups, staleness = ahead.groups(state.params, position)
         if position + 1 < config.num_steps:
             ahead.prefetch(state.params, position + 1)
         state, metrics = trainer.update_on_groups(state, position, groups)
         metrics["staleness"] = float(staleness)
+        metrics["host/step_seconds"] = time.perf_counter() - started  # waiting for its rollouts, and the update
         _write_trajectories(out / "trajectories" / f"step_{position + 1:06d}.jsonl", groups)
         position += 1
         steps_run += 1
