@@ -87,6 +87,18 @@ def test_the_reward_mix_and_swe_rls_similarity_of_two_diffs_against_difflib():
     # A new file the oracle does not touch: the mean over the files either side touches.
     new_file = pred + "--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+x = 1\n"
     assert diff_similarity(base, oracle, new_file) == pytest.approx(expected / 2, abs=1e-12)
+    # A diff that grows its files past the single-turn reward's cap on an edit, in all, scores 0
+    # without being compared; one within the cap is compared (2,000-line files, by difflib).
+    from swe_rl_jax.rewards import MAX_EDITED_FILE_CHARS
+
+    def adding(path: str, lines: int) -> str:
+        return f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{lines} @@\n" + "".join(f"+{path} {i}\n" for i in range(lines))
+
+    huge = MAX_EDITED_FILE_CHARS // 20  # lines of 9 to 14 characters: each file under the cap, both over it
+    sizes = [sum(len(f"{path} {i}\n") for i in range(huge)) for path in ("n0.txt", "n1.txt")]
+    assert max(sizes) < MAX_EDITED_FILE_CHARS < sum(sizes)
+    assert diff_similarity(base, oracle, pred + adding("n0.txt", huge) + adding("n1.txt", huge)) == 0.0
+    assert diff_similarity(base, oracle, pred + adding("n0.txt", 2000)) == pytest.approx(expected / 2, abs=1e-12)
     verdict = {"resolved": False, "similarity": 0.5}
     assert episode_reward({"verdict": verdict}, 0.25) == 0.125 and episode_reward({"verdict": verdict}) == 0.0
     assert episode_reward({"verdict": {**verdict, "resolved": True}}, 0.25) == 0.875

@@ -24,7 +24,8 @@ from typing import Any, Literal, Mapping
 from swe_rl_jax.data.patches import apply_file_change, parse_patch
 from swe_rl_jax.rewards.diffs import normalized_patches
 from swe_rl_jax.rewards.errors import FormatError
-from swe_rl_jax.rewards.limits import DEFAULT_TIME_LIMIT_S, RewardResult, check_response, run_guarded
+from swe_rl_jax.rewards.limits import (DEFAULT_TIME_LIMIT_S, MAX_EDITED_FILE_CHARS, RewardResult, check_response,
+                                       run_guarded)
 from swe_rl_jax.rewards.parsers import after_think, normalize_path, parse_think_solution
 from swe_rl_jax.rewards.search_replace import apply_search_replace, parse_search_replace
 from swe_rl_jax.rewards.similarity import sequence_ratio
@@ -161,7 +162,11 @@ def diff_similarity(base_files: Mapping[str, str], oracle_patch: str, pred_patch
     """SWE-RL's similarity of two diffs of the same base commit (an agent's submission and the
     oracle patch): both applied to `base_files` (the files they touch, at the base commit) and
     compared as `patch_similarity` compares edits. A prediction that changes nothing, does not parse
-    or does not apply scores 0 (the oracle always changes something)."""
+    or does not apply scores 0 (the oracle always changes something), and so does one that grows the
+    files it touches past MAX_EDITED_FILE_CHARS in all: the single-turn reward's cap on an edit
+    (search_replace.py), over the whole diff. Such a diff is nothing like an oracle's (its ratio is
+    at most 2|oracle| / |diff|), and comparing it would cost about a second per MB of the diff's
+    32 MB cap."""
     def new_contents(patch: str) -> dict[str, str]:
         out = {}
         for change in parse_patch(patch):
@@ -172,5 +177,8 @@ def diff_similarity(base_files: Mapping[str, str], oracle_patch: str, pred_patch
     try:
         pred = new_contents(pred_patch)
     except ValueError:  # PatchError: malformed, or does not apply
+        return 0.0
+    size = sum(map(len, pred.values()))
+    if size > MAX_EDITED_FILE_CHARS and size > sum(len(base_files.get(path) or "") for path in pred):
         return 0.0
     return patch_similarity(base_files, new_contents(oracle_patch), pred)[0]
