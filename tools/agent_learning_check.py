@@ -42,17 +42,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scripted_agent import ScriptedTokens  # noqa: E402
 from swe_rl_jax.agent.actions import SUBMIT_MARKER  # noqa: E402
 from swe_rl_jax.agent.config import AgentConfig  # noqa: E402
-from swe_rl_jax.agent.driver import EpisodeJob, run_episodes  # noqa: E402
+from swe_rl_jax.agent.driver import judged_groups  # noqa: E402
 from swe_rl_jax.agent.environment import AgentEnvironment  # noqa: E402
 from swe_rl_jax.agent.judge import make_judge  # noqa: E402
 from swe_rl_jax.config import load_config  # noqa: E402
 from swe_rl_jax.data.sample import commit_all, init_repo, write_files  # noqa: E402
 from swe_rl_jax.data.sources import Instance, RepoLocator, load_instances  # noqa: E402
 from swe_rl_jax.harness.evaluation import harness_places  # noqa: E402
-from swe_rl_jax.policies import derive_seed  # noqa: E402
 from swe_rl_jax.policies.config import PolicyConfig, make_policy  # noqa: E402
 from swe_rl_jax.policy import ModelSource, tokenizer_source  # noqa: E402
-from swe_rl_jax.rl.agent_run import AgentHeldoutConfig, AgentRLConfig, run_agent_rl  # noqa: E402
+from swe_rl_jax.rl.agent_run import AgentHeldoutConfig, AgentRLConfig, heldout_seed, run_agent_rl  # noqa: E402
 from swe_rl_jax.rl.episodes import episode_metrics  # noqa: E402
 from swe_rl_jax.sampling import SamplingParams  # noqa: E402
 from swe_rl_jax.sft.episodes import sft_on_episodes  # noqa: E402
@@ -70,7 +69,6 @@ TEST_CMD = "python -m pytest -rA -p no:cacheprovider --tb=short"
 NOTE_NAMES = ("todo", "meeting", "ideas", "draft", "log", "memo", "plan", "scratch", "journal", "misc")
 DISTRACTORS = ("Meeting moved to Tuesday.", "Buy more coffee filters.", "Call the landlord about the heater.",
                "The build is green again.", "Remember to water the plants.", "Lunch with Sam on Friday.")
-HELDOUT_SEED = AgentHeldoutConfig().seed  # agent-rl's: the baselines meet the same keys as its evaluations
 
 
 def made_up_word(rng: random.Random) -> str:
@@ -156,17 +154,13 @@ class Harness:
 
     def episodes(self, instances: Sequence[Instance], samples: int, policy: Any, tokenizer: Any,
                  seed: int) -> list[list[dict[str, Any]]]:
-        jobs = [EpisodeJob(i, s) for i in instances for s in range(samples)]
-        eps = run_episodes(jobs, policy, self.agent, self.make_env, seed=seed, judge=self.judge, tokenizer=tokenizer,
-                           lockstep=True)
-        rows = [e.to_json() for e in eps]
-        return [rows[i * samples:(i + 1) * samples] for i in range(len(instances))]
+        return judged_groups(instances, samples, policy, self.agent, self.make_env, self.judge, tokenizer, seed)
 
 
 def heldout_metrics(harness: Harness, heldout: Sequence[Instance], samples: int, checkpoint: str) -> dict[str, float]:
     policy = make_policy(PolicyConfig(kind="sampler", model=ModelSource(checkpoint=checkpoint)))
-    groups = harness.episodes(heldout, samples, policy, policy.tokenizer,
-                              derive_seed("agent-heldout", HELDOUT_SEED))
+    # agent-rl's held-out seed: every policy here, baselines included, meets the same episode keys.
+    groups = harness.episodes(heldout, samples, policy, policy.tokenizer, heldout_seed(AgentHeldoutConfig()))
     return episode_metrics(groups, "heldout/")
 
 

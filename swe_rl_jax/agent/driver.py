@@ -204,3 +204,14 @@ def run_episodes(jobs: Sequence[EpisodeJob], policy: Policy, config: AgentConfig
                 else:
                     closed(k)
     return [ep for ep in episodes if ep is not None]
+
+
+def judged_groups(instances: Sequence[Instance], samples: int, policy: Policy, config: AgentConfig,
+                  make_env: Callable[[], AgentEnvironment], judge: Judge, tokenizer: ChatTokenizer,
+                  seed: int) -> list[list[dict[str, Any]]]:
+    """`samples` judged, token-exact episodes of each instance in lockstep rounds (a run that repeats
+    samples the same), as trajectory rows grouped by instance: what RL trains on and evaluates."""
+    episodes = run_episodes([EpisodeJob(inst, k) for inst in instances for k in range(samples)], policy, config,
+                            make_env, seed=seed, judge=judge, tokenizer=tokenizer, lockstep=True)
+    rows = [episode.to_json() for episode in episodes]
+    return [rows[i * samples:(i + 1) * samples] for i in range(len(instances))]

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from swe_rl_jax.agent.config import AgentConfig
-from swe_rl_jax.agent.driver import EpisodeJob, Judge, run_episodes
+from swe_rl_jax.agent.driver import Judge, judged_groups
 from swe_rl_jax.agent.environment import AgentEnvironment
 from swe_rl_jax.data.sources import Instance
 from swe_rl_jax.parallel.distributed import place_rows, to_host
@@ -53,12 +53,12 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.compact_filtering, self.similarity_weight = compact_filtering, similarity_weight
 
     def rollouts(self, params: Any, position: int, instances: Sequence[Instance],
-                 policy: Optional[Policy] = None, samples: int = 0, seed: Optional[int] = None,
-                 lockstep: bool = True) -> list[list[dict[str, Any]]]:
-        """`samples` (default G) judged, token-exact episodes per instance: trajectory rows, grouped.
-        `params`: the train state's (or a snapshot of them) that the in-process sampler reads, unless
-        `policy` is given (one that returns token ids). `seed`: default, one per position. `lockstep`: agent/driver.py (a run that resumes to
-        the same tokens)."""
+                 policy: Optional[Policy] = None, samples: int = 0,
+                 seed: Optional[int] = None) -> list[list[dict[str, Any]]]:
+        """`samples` (default G) judged, token-exact episodes per instance in lockstep rounds
+        (agent/driver.py `judged_groups`: a run that resumes samples the same): trajectory rows,
+        grouped. `params`: the train state's (or a snapshot of them) that the in-process sampler
+        reads, unless `policy` is given (one that returns token ids). `seed`: default, one per position."""
         if self.make_env is None or self.judge is None or self.tokenizer is None:
             raise ValueError("rollouts need make_env, judge and the setup's tokenizer")
         if policy is None:
@@ -66,12 +66,8 @@ class AgentGRPOTrainer(GRPOTrainer):
 
             policy = SamplerPolicy(self.sample_cfg, self.sampling_params(params), self.tokenizer,
                                    self.rollout_engine)
-        g = samples or self.grpo.group_size
-        episodes = run_episodes([EpisodeJob(inst, s) for inst in instances for s in range(g)], policy, self.agent,
-                                self.make_env, seed=derive_seed("agent-grpo", position) if seed is None else seed,
-                                judge=self.judge, tokenizer=self.tokenizer, lockstep=lockstep)
-        rows = [ep.to_json() for ep in episodes]
-        return [rows[i * g:(i + 1) * g] for i in range(len(instances))]
+        return judged_groups(instances, samples or self.grpo.group_size, policy, self.agent, self.make_env, self.judge,
+                             self.tokenizer, derive_seed("agent-grpo", position) if seed is None else seed)
 
     def sample_episode_groups(self, params: Any, position: int, take: Callable[[int], Sequence[Instance]],
                               target: int, policy: Optional[Policy] = None,

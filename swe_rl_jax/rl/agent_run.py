@@ -158,6 +158,12 @@ class AgentRLConfig:
         return dataclasses.replace(self, sample=False, instances=SAMPLE_INSTANCES, repos=str(repos), agent=agent)
 
 
+def heldout_seed(heldout: AgentHeldoutConfig) -> int:
+    """The seed of every held-out evaluation: the same episode keys each time, so what changes
+    between evaluations is the weights (tools/agent_learning_check.py's baselines use it too)."""
+    return derive_seed("agent-heldout", heldout.seed)
+
+
 def split_by_repo(instances: Sequence[Instance], heldout_repos: Sequence[str]) -> tuple[list[Instance], list[Instance]]:
     """(train, held out): an instance is held out when its repository is one of `heldout_repos`, so
     no repository gives both a training and an evaluation instance."""
@@ -271,7 +277,7 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     def evaluate(state: Any) -> dict[str, float]:
         ahead.settle()  # the sampler is the evaluation's alone
         groups = trainer.rollouts(state.params, 0, heldout, policy, samples=config.heldout.samples,
-                                  seed=derive_seed("agent-heldout", config.heldout.seed))
+                                  seed=heldout_seed(config.heldout))
         return episode_metrics(groups, "heldout/")
 
     if heldout and position == 0:
