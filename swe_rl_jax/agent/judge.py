@@ -11,9 +11,8 @@ from swe_rl_jax.data.patches import parse_patch
 from swe_rl_jax.data.sources import GitRepo, Instance, RepoLocator
 from swe_rl_jax.harness.environments import EnvironmentOptions
 from swe_rl_jax.harness.evaluation import HarnessOptions, evaluate_instance
-from swe_rl_jax.harness.sandbox import Limits
+from swe_rl_jax.harness.sandbox import Limits, agent_isolation
 from swe_rl_jax.harness.specs import RepoSpec, spec_for
-from swe_rl_jax.harness.sandbox import agent_isolation
 from swe_rl_jax.rewards.swe_rl import diff_similarity
 
 VERDICT_KEYS = ("resolved", "resolution_status", "error", "message", "tests_status")

@@ -52,13 +52,12 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.agent, self.make_env, self.judge = agent, make_env, judge
         self.compact_filtering, self.similarity_weight = compact_filtering, similarity_weight
 
-    def rollouts(self, params: Any, position: int, instances: Sequence[Instance],
-                 policy: Optional[Policy] = None, samples: int = 0,
-                 seed: Optional[int] = None) -> list[list[dict[str, Any]]]:
+    def rollouts(self, params: Any, instances: Sequence[Instance], seed: int, policy: Optional[Policy] = None,
+                 samples: int = 0) -> list[list[dict[str, Any]]]:
         """`samples` (default G) judged, token-exact episodes per instance in lockstep rounds
         (agent/driver.py `judged_groups`: a run that resumes samples the same): trajectory rows,
         grouped. `params`: the train state's (or a snapshot of them) that the in-process sampler
-        reads, unless `policy` is given (one that returns token ids). `seed`: default, one per position."""
+        reads, unless `policy` is given (one that returns token ids)."""
         if self.make_env is None or self.judge is None or self.tokenizer is None:
             raise ValueError("rollouts need make_env, judge and the setup's tokenizer")
         if policy is None:
@@ -67,33 +66,31 @@ class AgentGRPOTrainer(GRPOTrainer):
             policy = SamplerPolicy(self.sample_cfg, self.sampling_params(params), self.tokenizer,
                                    self.rollout_engine)
         return judged_groups(instances, samples or self.grpo.group_size, policy, self.agent, self.make_env, self.judge,
-                             self.tokenizer, derive_seed("agent-grpo", position) if seed is None else seed)
+                             self.tokenizer, seed)
 
-    def sample_episode_groups(self, params: Any, position: int, take: Callable[[int], Sequence[Instance]],
-                              target: int, policy: Optional[Policy] = None,
-                              seed: Optional[int] = None) -> EpisodeGroups:
+    def sample_episode_groups(self, params: Any, take: Callable[[int], Sequence[Instance]], target: int, seed: int,
+                              policy: Optional[Policy] = None) -> EpisodeGroups:
         """The step's groups: `target` instances from `take` (the training stream), G episodes each.
         Under dynamic sampling (`grpo.dynamic_sampling`, DAPO's) a group without signal
         (`informative_groups`) is set aside and more instances are taken, as many as groups are still
         missing, for at most `grpo.max_refills` more rounds; if those run out, groups set aside fill
         the batch with their loss masked, so every step has `target` x G rows. Round r > 0 is seeded
         from `seed` and r, so a resumed run takes and samples the same."""
-        seed = derive_seed("agent-grpo", position) if seed is None else seed
         acc = GroupAccumulator(target, self.grpo.max_refills if self.grpo.dynamic_sampling else 0)
         sampled: list[list[dict[str, Any]]] = []
         while not acc.done:
             instances = take(target - acc.num_informative if acc.rounds else target)
-            groups = self.rollouts(params, position, instances, policy,
-                                   seed=derive_seed("agent-grpo-refill", seed, acc.rounds) if acc.rounds else seed)
+            groups = self.rollouts(params, instances, derive_seed("agent-grpo-refill", seed, acc.rounds)
+                                   if acc.rounds else seed, policy)
             rewards, kept = self._rewards_and_kept(groups)
             signal = informative_groups(rewards, kept) if self.grpo.dynamic_sampling else [True] * len(groups)
             acc.add(rewards, range(len(sampled), len(sampled) + len(groups)), informative=signal)
             sampled.extend(groups)
         _, chosen, trained = acc.take()
-        dropped = len(sampled) - int(trained.sum()) if self.grpo.dynamic_sampling else 0
+        # Without dynamic sampling every group is trained: none dropped.
         return EpisodeGroups(sampled, list(chosen), trained.tolist(),
                              {"groups_sampled": float(len(sampled)), "refill_rounds": float(acc.rounds - 1),
-                              "groups_dropped": float(dropped)})
+                              "groups_dropped": float(len(sampled) - trained.sum())})
 
     def update_on_groups(self, state: TrainState, position: int,
                          groups: EpisodeGroups) -> tuple[TrainState, dict[str, float]]:

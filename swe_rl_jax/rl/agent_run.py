@@ -268,16 +268,16 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
 
     def sample(params: Any, step: int) -> EpisodeGroups:
         # Seeded by the run's seed too: runs of several seeds sample different episodes.
-        return trainer.sample_episode_groups(params, step, stream.take, config.instances_per_step, policy,
-                                             seed=derive_seed("agent-grpo", config.seed, step))
+        return trainer.sample_episode_groups(params, stream.take, config.instances_per_step,
+                                             derive_seed("agent-grpo", config.seed, step), policy)
 
     ahead = RolloutsAhead(sample, config.max_staleness)
     ahead.restore(pending)
 
     def evaluate(state: Any) -> dict[str, float]:
         ahead.settle()  # the sampler is the evaluation's alone
-        groups = trainer.rollouts(state.params, 0, heldout, policy, samples=config.heldout.samples,
-                                  seed=heldout_seed(config.heldout))
+        groups = trainer.rollouts(state.params, heldout, heldout_seed(config.heldout), policy,
+                                  samples=config.heldout.samples)
         return episode_metrics(groups, "heldout/")
 
     if heldout and position == 0:
