@@ -165,8 +165,8 @@ def diff_similarity(base_files: Mapping[str, str], oracle_patch: str, pred_patch
     or does not apply scores 0 (the oracle always changes something), and so does one that grows the
     files it touches past MAX_EDITED_FILE_CHARS in all: the single-turn reward's cap on an edit
     (search_replace.py), over the whole diff. Such a diff is nothing like an oracle's (its ratio is
-    at most 2|oracle| / |diff|), and comparing it would cost about a second per MB of the diff's
-    32 MB cap."""
+    at most 2|oracle| / |diff|), and comparing it would cost about a second per MB (more for many
+    short lines) up to the diff's 32 MB cap."""
     def new_contents(patch: str) -> dict[str, str]:
         out = {}
         for change in parse_patch(patch):
