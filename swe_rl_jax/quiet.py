@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 
 # Loggers whose INFO and WARNING lines are about the library's own plumbing, not the user's run.
 NOISY_LOGGERS = ("apache_beam", "apitools", "grpc", "absl", "tensorflow", "tensorflow_datasets", "jax._src.xla_bridge")
@@ -52,3 +53,22 @@ def quiet_if_inherited() -> None:
     """In a worker process: quiet when the command that started it is."""
     if is_quiet():
         quiet_third_party()
+
+
+def quiet_interrupted_beam() -> None:
+    """Called when an interrupt stops a Beam pipeline, in a quiet command: the runner tears its gRPC
+    servers down while its reader threads (`beam_control_read`, `read_grpc_client_inputs`) still
+    wait on them, and each dies with a grpc.RpcError traceback (`threading.excepthook`) and an ERROR
+    line of Beam's data plane, before or after the command's one line depending on timing. They say
+    only that the run was stopped, which that line says. Other threads' exceptions are reported as
+    before; with `--verbose` nothing changes."""
+    if not is_quiet():
+        return
+    logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+    report = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if not type(args.exc_value).__module__.startswith("grpc"):
+            report(args)
+
+    threading.excepthook = hook

@@ -45,6 +45,7 @@ from swe_rl_jax.data.builder import (
 from swe_rl_jax.data.beam_worker import REGISTRY_ENV
 from swe_rl_jax.data.options import BuildOptions
 from swe_rl_jax.data.sources import InputError, Instance, RepoLocator
+from swe_rl_jax.quiet import quiet_interrupted_beam
 
 CHUNKS_FILE, JOB_FILE = "chunks.jsonl", "job.json"  # what a work directory holds
 _KEY_WIDTH = 12  # zero-padded chunk number and position: shard lines sort as text
@@ -227,6 +228,7 @@ def stopping_workers() -> Iterator[None]:
             for name in os.listdir(registry):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(name), signal.SIGTERM)
+            quiet_interrupted_beam()  # the runner's teardown is noise: the command says it stopped
             raise KeyboardInterrupt
 
         inherited = os.environ.get(REGISTRY_ENV)
