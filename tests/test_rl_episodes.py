@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from swe_rl_jax.rl.episodes import (COMPACT_FILTERED, build_episode_batch, episode_reward, informative_groups,
-                                    kept_for_loss, loo_advantages)
+from swe_rl_jax.rl.episodes import (COMPACT_FILTERED, build_episode_batch, episode_metrics, episode_reward,
+                                    informative_groups, kept_for_loss, loo_advantages)
 
 
 def test_leave_one_out_advantages_by_hand_with_compact_filtering():
@@ -27,6 +27,17 @@ def test_leave_one_out_advantages_by_hand_with_compact_filtering():
                                [[1, -1]])
     assert episode_reward({"verdict": {"resolved": True}}) == 1.0
     assert episode_reward({"verdict": None}) == 0.0 == episode_reward({"verdict": {"resolved": False}})
+
+
+def test_a_caught_forgery_costs_as_a_malformed_answer_does():
+    # Caught tampering scores -1 whatever the similarity mix would pay (a forger's diff may copy the
+    # oracle's lines), below the 0 of an honest wrong answer; the metrics count it by hand: 1 of 4.
+    tampered = {"resolved": False, "error": "tampered", "similarity": 0.9}
+    assert episode_reward({"verdict": tampered}) == -1.0 == episode_reward({"verdict": tampered}, 0.5)
+    rows = [{"exit_status": "submitted", "counts": {"turns": 2, "format_errors": 0}, "verdict": v}
+            for v in (tampered, {"resolved": True, "error": None}, {"resolved": False, "error": "timeout"}, None)]
+    metrics = episode_metrics([rows[:2], rows[2:]])
+    assert metrics["tampered_rate"] == 0.25 and metrics["resolved_rate"] == 0.25
 
 
 def test_dynamic_samplings_filter_looks_at_the_episodes_the_loss_keeps():

@@ -7,6 +7,9 @@ sequence ratio, the KL and the loss aggregations apply to episodes unchanged.
 
 - **Reward**: 1 when the harness resolved the submitted diff, else 0 (DeepSWE's), optionally mixed
   with SWE-RL's similarity of the diff to the oracle patch (`similarity_weight`; agent/judge.py).
+  A submission the harness caught changing what its test run reports (`tampered`) scores −1, as in
+  single-turn RL (rewards/execution.py): at 0, like an honest wrong answer, every forgery that went
+  unnoticed would pay and every one caught would cost nothing.
 - **Compact filtering** (DeepSWE): an episode ended by the turn, context or command-time limit is
   kept out of the loss (its mask 0) and out of its group's baseline, instead of being rewarded 0,
   which would teach the model that long work is wrong when it was only unfinished.
@@ -21,6 +24,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from swe_rl_jax.rewards.swe_rl import SWE_RL_MIN_SCORE
 from swe_rl_jax.rl.rollout import RolloutBatch, bucket_length
 
 # DeepSWE's compact filtering: episodes that hit the maximum context, steps or time.
@@ -30,20 +34,26 @@ COMPACT_FILTERED = frozenset({"step_limit", "context_limit", "command_budget"})
 def episode_reward(trajectory: Mapping[str, Any], similarity_weight: float = 0.0) -> float:
     """The reward of a trajectory row (agent/episode.py) whose `verdict` the judge set: 1.0 when the
     harness resolved its submitted diff, else 0.0 (DeepSWE's); with `similarity_weight` w,
-    (1 - w) x that + w x SWE-RL's similarity of the diff to the oracle patch (agent/judge.py)."""
+    (1 - w) x that + w x SWE-RL's similarity of the diff to the oracle patch (agent/judge.py); −1
+    whatever the mix when the harness caught the submission tampering with its test run."""
     verdict = trajectory.get("verdict") or {}
+    if verdict.get("error") == "tampered":
+        return SWE_RL_MIN_SCORE
     resolved = float(bool(verdict.get("resolved")))
     return (1.0 - similarity_weight) * resolved + similarity_weight * float(verdict.get("similarity") or 0.0)
 
 
 def episode_metrics(groups: Sequence[Sequence[Mapping[str, Any]]], prefix: str = "") -> dict[str, float]:
-    """Means over a step's (or an evaluation's) trajectory rows: resolved and submitted rates, turns,
-    format errors, each exit status's share."""
+    """Means over a step's (or an evaluation's) trajectory rows: resolved, tampered (judged `tampered`: a
+    policy learning to forge shows here first) and submitted rates, turns, format errors, each exit
+    status's share."""
     rows = [t for g in groups for t in g]
     if not rows:
         return {}
     statuses = collections.Counter(t["exit_status"] for t in rows)
-    out = {"resolved_rate": float(np.mean([episode_reward(t) for t in rows])),
+    verdicts = [t.get("verdict") or {} for t in rows]
+    out = {"resolved_rate": float(np.mean([bool(v.get("resolved")) for v in verdicts])),
+           "tampered_rate": float(np.mean([v.get("error") == "tampered" for v in verdicts])),
            "submitted_rate": statuses["submitted"] / len(rows),
            "turns": float(np.mean([t["counts"]["turns"] for t in rows])),
            "format_errors": float(np.mean([t["counts"]["format_errors"] for t in rows])),
