@@ -1,4 +1,5 @@
 import atexit
+import contextlib
 import os
 import shutil
 import sys
@@ -129,3 +130,10 @@ def options(tmp_path_factory, open_dir):
     return HarnessOptions(workers=2, limits=Limits(timeout_s=60),
                           env=EnvironmentOptions(cache_dir=str(tmp_path_factory.mktemp("envs"))),
                           work_dir=str(open_dir / "work"))
+
+
+@contextlib.contextmanager
+def unguarded(*args, **kwargs):
+    """A stand-in for harness.runner.start_guard in counterfactuals: the test run without the
+    in-process guard (harness/guard.py), to show what another defence catches on its own."""
+    yield None

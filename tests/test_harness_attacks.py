@@ -183,11 +183,12 @@ def test_the_package_under_test_tampering_is_detected(attacked, name):
     assert not record["resolved"] and record["error"] == "tampered", record
 
 
-def test_xfail_from_library_code_official_in_evaluate_reported_beside(attacked):
+def test_xfail_from_library_code_is_tampered(attacked):
+    # The official grading would count the XFAIL as a pass; the guard sees pytest's outcome raised by
+    # code the patch changed, and names it.
     record = attacked["xfail_in_library"]
-    # The official grading counts XFAIL as a pass; the report names the XFAIL outcomes beside it.
-    assert record["resolved"] and record["test_statuses"][INSTANCE.fail_to_pass[0]] == "XFAIL"
-    assert record["xfail"] == {"FAIL_TO_PASS": list(INSTANCE.fail_to_pass), "PASS_TO_PASS": []}
+    assert not record["resolved"] and record["error"] == "tampered", record
+    assert "configlet/types.py" in record["message"] and "xfail" in record["message"], record["message"]
 
 
 def test_a_section_the_parser_does_not_see_is_refused(attacked):

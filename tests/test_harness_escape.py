@@ -704,7 +704,10 @@ def test_git_history_after_the_base_is_out_of_reach(history, method):
     assert history["control"]["resolved"], _brief(history["control"])
     record = history[method]
     assert not record["resolved"], _brief(record)
-    assert record["tests_status"]["FAIL_TO_PASS"]["failure"] == ["tests/test_retry.py::test_delay_doubles"]
+    # Not resolved; where a thief found something to write into the package's files while the tests
+    # ran, the guard also named it (tampered).
+    assert record["error"] == "tampered" and "wrote" in record["message"] or \
+        record["tests_status"]["FAIL_TO_PASS"]["failure"] == ["tests/test_retry.py::test_delay_doubles"], _brief(record)
 
 
 # (c) a synthesized instance: its base commit's parent is the original (fixed) code.

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import unguarded
 
 from swe_rl_jax.commands import evaluate as evaluate_cmd
 from swe_rl_jax.data.sample import SAMPLE_DIR, run_isolated_git
@@ -69,15 +70,25 @@ def test_a_conftest_that_forces_passes_resolves_nothing(repos, options):
     assert record["patch_applied"] and record["reset_files"] == ["conftest.py"]
     assert not record["resolved"] and record["resolution_status"] == "NO"
     assert record["tests_status"]["FAIL_TO_PASS"]["failure"] == list(INSTANCE.fail_to_pass)
-    # Without the reset, the sentinels catch the hook: the failing sentinel passed.
+    # Without the reset, the guard catches the hook: pytest reported a pass whose call it saw fail.
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runner, "reset_test_infrastructure", lambda *a, **k: [])
         caught = _record(conftest, repos, options)
+    assert not caught["resolved"] and caught["error"] == "tampered", caught
+    assert "PASSED, but the guard observed" in caught["message"] and "'call': ('fail'" in caught["message"]
+    # Without the reset and the guard, the sentinels catch it: a sentinel that must fail passed.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runner, "reset_test_infrastructure", lambda *a, **k: [])
+        mp.setattr(runner, "start_guard", unguarded)
+        caught = _record(conftest, repos, options)
     assert not caught["resolved"] and caught["error"] == "tampered" and "must fail" in caught["message"]
-    # Counterfactual: without the reset and the sentinels, the hook turns the failing tests into passing ones.
+    assert not caught["guarded"]
+    # Counterfactual: without the reset, the guard and the sentinels, the hook turns the failing tests
+    # into passing ones.
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runner, "reset_test_infrastructure", lambda *a, **k: [])
         mp.setattr(runner, "place_sentinels", lambda *a, **k: None)
+        mp.setattr(runner, "start_guard", unguarded)
         hacked = _record(conftest, repos, options)
     assert hacked["resolved"] and hacked["tests_status"]["FAIL_TO_PASS"]["success"] == list(INSTANCE.fail_to_pass)
     # The same through pytest's configuration: a pyproject.toml section that loads the hook as a plugin.

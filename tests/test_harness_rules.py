@@ -391,7 +391,10 @@ def test_what_the_sentinels_call_tampering():
     # Another rootdir shortens every id alike: the sentinels are found by their file and name.
     assert s.tampering({"x.py::test_a": "PASSED", "test_x.py::test_p": "PASSED", "test_x.py::test_f": "FAILED"},
                        1, log) is None
-    assert s.bound == pytest.approx(1 / 2)  # one FAIL_TO_PASS test, one must-fail sentinel: C(2, 1)
+    assert s.bound(ok) == pytest.approx(1 / 2)  # one FAIL_TO_PASS test, one must-fail sentinel: C(2, 1)
+    # No bound for a run whose log does not show every sentinel ran, or whose sentinels a new file holds.
+    assert s.bound({k: v for k, v in ok.items() if not k.endswith("test_f")}) is None
+    assert Sentinels(s.tests, 1, "tests/test_x.py").bound(ok) is None
 
 
 def test_summaries_that_pytest_does_not_print_are_tampering():
@@ -467,6 +470,11 @@ def test_failing_value():
 def test_halts_on_text_only():
     assert halt("x") is None
     pytest.skip("pytest's own API is never what a sentinel calls")
+
+
+def test_writes_text_path(tmp_path):
+    (tmp_path / "a").write_text(parse(" y "))
+    assert (tmp_path / "a").read_text() == "y"
 """
 
 
@@ -480,8 +488,10 @@ def _function_source(root, sentinel) -> str:
 def test_sentinels_are_the_files_own_tests_and_report_as_planned(tmp_path, monkeypatch):
     """Placed into a real test file and run by pytest itself: every sentinel is collected as a test
     of that file and has the outcome it was written for; the file's own tests are unchanged; no
-    file or directory is added; the names are made of the file's words; the must-fail ones call
-    what the file's tests call from the package under test, and fail inside it."""
+    file or directory is added; the names are made of the file's words; a must-fail one calls the package
+    as the file's tests do (their literal arguments as written) or without arguments, then asserts an
+    identity that cannot hold: no argument or statement of the harness's own marks them."""
+    import ast
     import random
     import re
 
@@ -489,8 +499,6 @@ def test_sentinels_are_the_files_own_tests_and_report_as_planned(tmp_path, monke
     from swe_rl_jax.harness.logformats import parse_pytest_summary
     from swe_rl_jax.harness.pytestguard import place_sentinels
 
-    # A seed whose plan has, among the must-fail sentinels, one that lets parse's exception through
-    # and one that calls halt (the plan is checked below, so another seed cannot pass unseen).
     monkeypatch.setattr(pytestguard, "_RANDOM", random.Random(3))
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
@@ -502,37 +510,70 @@ def test_sentinels_are_the_files_own_tests_and_report_as_planned(tmp_path, monke
     before = sorted(p.name for p in (tmp_path / "tests").iterdir())
     sentinels = place_sentinels(tmp_path, ["python", "-m", "pytest", "tests/test_host.py"],
                                 ["tests/test_host.py::test_failing_value"], max_failing=6)
-    assert sorted(p.name for p in (tmp_path / "tests").iterdir()) == before
+    assert sorted(p.name for p in (tmp_path / "tests").iterdir()) == before and not sentinels.new_module
     assert sum(not t.must_pass for t in sentinels.tests) == 6 and sum(t.must_pass for t in sentinels.tests) == 2
-    words = {"sum", "of", "values", "group", "member", "failing", "value", "halts", "on", "text", "only"}
+    words = {"sum", "of", "values", "group", "member", "failing", "value", "halts", "on", "text", "only", "writes",
+             "path"}
     for t in sentinels.tests:
         assert t.file == "tests/test_host.py" and t.name.startswith("test_")
         assert set(re.sub(r"_\d+$", "", t.name[5:]).split("_")) <= words, t.name
     out = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "--tb=short",
                           "tests/test_host.py"], cwd=tmp_path, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(tmp_path)}).stdout
-    sources = [_function_source(tmp_path, t) for t in sentinels.tests if not t.must_pass]
-    assert any("parse(object())" in s and "raise" in s for s in sources), sources
-    # One that calls a package function ending the session (pytest.exit) fails and the session goes on;
-    # pytest's own API (pytest.skip) is never called.
-    assert any("halt(object())" in s for s in sources) and not any("pytest." in s for s in sources)
-    # pytest's short traceback of a calling sentinel goes through pkg/text.py, where the object has no .strip
-    assert "pkg/text.py:2: in parse" in out and "AttributeError: 'object' object has no attribute 'strip'" in out
+    # What the host's tests call in pkg with literal arguments, by hand (none through a fixture), or pkg's
+    # functions without arguments; then an identity that cannot hold over the result.
+    calls = {"parse(' x ')", "halt('x')", "parse(' y ')", "parse()", "halt()"}
+    made = []
+    for t in (t for t in sentinels.tests if not t.must_pass):
+        node = ast.parse(_function_source(tmp_path, t)).body[0]
+        assert ast.unparse(node.args) == ""
+        first, last = node.body[0], node.body[-1]
+        if isinstance(first, ast.Assign):
+            made.append(ast.unparse(first.value))
+            assert made[-1] in calls, made
+        assert re.fullmatch(r"assert (not (\w+) is \2|(\S+) is not (\w+))", ast.unparse(last)), ast.unparse(last)
+        assert "object()" not in ast.unparse(node) and "pytest." not in ast.unparse(node)
+    assert len(set(made)) >= 3  # this seed drew three different calls
     statuses = parse_pytest_summary(out)
     assert statuses["tests/test_host.py::test_sum_of_values[1]"] == "PASSED"
     assert statuses["tests/test_host.py::TestGroup::test_group_member"] == "PASSED"
     assert statuses["tests/test_host.py::test_failing_value"] == "FAILED"
-    # No Exit ended the run: pytest's banner for it is absent and the final count covers every test
-    assert "_pytest.outcomes.Exit" not in out and "Interrupted" not in out
     final = re.search(r"=+ (\d+) failed, (\d+) passed, 1 skipped in [\d.]+s =+\s*$", out)
-    assert final and int(final[1]) + int(final[2]) == 4 + len(sentinels.tests), out[-400:]
+    assert final and int(final[1]) + int(final[2]) == 5 + len(sentinels.tests), out[-400:]
     for t in sentinels.tests:
         assert statuses[f"tests/test_host.py::{t.name}"] == ("PASSED" if t.must_pass else "FAILED")
-    assert sentinels.tampering(statuses, 1, out) is None
+    assert sentinels.tampering(statuses, 1, out) is None and sentinels.bound(statuses) == pytest.approx(1 / 7)
     assert set(sentinels.strip(statuses)) == {"tests/test_host.py::test_sum_of_values[1]",
                                               "tests/test_host.py::test_sum_of_values[2]",
                                               "tests/test_host.py::TestGroup::test_group_member",
-                                              "tests/test_host.py::test_failing_value"}
+                                              "tests/test_host.py::test_failing_value",
+                                              "tests/test_host.py::test_writes_text_path"}
+
+
+def test_sentinels_go_where_module_marks_allow_and_else_into_a_module_the_run_collects(tmp_path):
+    """A module-level `pytestmark` of marks a sentinel can carry (skipif) takes sentinels; parametrize
+    would change their outcome: such a file keeps its own tests only, and a run none of whose files can
+    take them gets a new module, which run_tests adds to the command (it was left uncollected) and
+    which claims no bound."""
+    from swe_rl_jax.harness.pytestguard import place_sentinels
+
+    (tmp_path / "tests").mkdir()
+    marked = "import pytest\n\npytestmark = [pytest.mark.skipif(False, reason='no')]\n\n\ndef test_a():\n    assert 1\n"
+    (tmp_path / "tests" / "test_marked.py").write_text(marked)
+    placed = place_sentinels(tmp_path, ["pytest", "tests/test_marked.py"], [])
+    assert {t.file for t in placed.tests} == {"tests/test_marked.py"} and not placed.new_module
+    parametrized = marked.replace("pytest.mark.skipif(False, reason='no')", "pytest.mark.parametrize('x', [1])")
+    (tmp_path / "tests" / "test_marked.py").write_text(parametrized.replace("def test_a():", "def test_a(x):"))
+    placed = place_sentinels(tmp_path, ["pytest", "tests/test_marked.py"], [])
+    assert placed.new_module and {t.file for t in placed.tests} == {placed.new_module}
+    assert (tmp_path / "tests" / "test_marked.py").read_text() == parametrized.replace("def test_a():", "def test_a(x):")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_marked.py",
+                          placed.new_module], cwd=tmp_path, capture_output=True, text=True).stdout
+    from swe_rl_jax.harness.logformats import parse_pytest_summary
+    statuses = parse_pytest_summary(out)
+    ran = [t for t in placed.tests if any(t.matches(i) for i in statuses)]
+    assert len(ran) == len(placed.tests) == 12 and placed.tampering(statuses, 1, out) is None  # 10 + 2
+    assert placed.bound(statuses) is None
 
 
 def test_the_environments_plugins_are_named_and_nothing_else_autoloads(tmp_path):

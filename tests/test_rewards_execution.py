@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import unguarded
 
 from swe_rl_jax.cli import main as cli
 from swe_rl_jax.data.records import read_records, records_file
@@ -113,22 +114,24 @@ def test_an_answer_adding_a_conftest_that_forces_passes_scores_nothing(setup, tm
                        {"execution": dataclasses.asdict(config)})
     [(score, info)] = score_batch([task], num_workers=1, timeout_s=60)
     assert score == 0.0 and info["reset_files"] == ["conftest.py"] and not info["resolved"]
-    # Counterfactual (in this process, with its own result cache): without the reset and the
-    # sentinels, the hook alone makes every test pass.
+    # Counterfactual (in this process, with its own result cache): without the reset, the sentinels and
+    # the in-process guard, the hook alone makes every test pass.
     unprotected = dataclasses.replace(config, result_cache=str(tmp_path / "results"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(runner, "reset_test_infrastructure", lambda *a, **k: [])
         mp.setattr(runner, "place_sentinels", lambda *a, **k: None)
+        mp.setattr(runner, "start_guard", unguarded)
         hacked_score, hacked = execution.compute_execution(
             {**task.meta, "execution": dataclasses.asdict(unprotected)}, task.response, False)
     assert hacked_score == 1.0 and hacked["resolved"] and hacked["reset_files"] == []
 
 
 def test_attacks_from_the_package_under_test_score_nothing(setup, tmp_path):
-    """Issue 36 through the reward: library code that calls `pytest.xfail()` where it raised
-    (0; 1 under the official rule, `xfail_passes`), library code that registers a forcing plugin
-    in pytest's memory (−1, `tampered`: a forger caught loses, issue 45), and an edit of a path no
-    file system takes (−1, `invalid_path`)."""
+    """Through the reward: library code that calls `pytest.xfail()` where it raised (−1: the guard
+    sees pytest's outcome raised by code that is not the repository's own, `tampered`, also under
+    the official XFAIL rule, `xfail_passes`), library code that registers a forcing plugin in pytest's
+    memory (−1, `tampered`: a forger caught loses), and an edit of a path no file system takes (−1,
+    `invalid_path`)."""
     from test_harness_attacks import REGISTER_IN_MEMORY
 
     root, config = setup
@@ -147,9 +150,8 @@ def test_attacks_from_the_package_under_test_score_nothing(setup, tmp_path):
     tasks = [reward_task(record, answer, {"swe_rl": "tests_pass"}, meta) for answer in answers.values()]
     tasks.append(reward_task(record, answers["xfail"], {"swe_rl": "tests_pass"}, official))
     results = score_batch(tasks, num_workers=2, timeout_s=60)
-    assert [s for s, _ in results] == [0.0, -1.0, -1.0, 1.0], results
-    assert results[0][1]["error"] is None and results[0][1]["passed"] == 2  # the two PASS_TO_PASS tests
-    assert results[1][1]["error"] == "tampered" and results[1][1]["kind"] == "tampered"
+    assert [s for s, _ in results] == [-1.0, -1.0, -1.0, -1.0], results
+    assert results[0][1]["kind"] == results[3][1]["kind"] == results[1][1]["kind"] == "tampered"
     assert results[2][1]["kind"] == "invalid_path" and results[2][1]["error"] == "invalid_path"
 
 

@@ -11,10 +11,11 @@ Record: `instance_id`, `patch_exists`, `patch_applied`, `apply_method`, `resolve
 `tests_status` ({"FAIL_TO_PASS" / "PASS_TO_PASS": {"success": [...], "failure": [...]}}),
 `test_statuses` (id → status as the log says), `xfail` (the tests of each list whose outcome is
 XFAIL: the official grading counts them as passing, the RL rewards do not), `reset_files`,
+`forgery_bound` (pytestguard.py), `guarded` (the in-process guard backs the run's outcomes, guard.py),
 `seconds`, `environment` (its cache key), `log` (the end of the test command's output;
 `write_report` puts it in `logs/<id>.log`).
 Summary: counts, `pct_applied` / `pct_resolved` over the evaluated predictions, `resolution`
-counts, errors and apply methods by kind, the isolation mode, and `setup_failure`: the cause when
+counts, how many runs were `guarded`, errors and apply methods by kind, the isolation mode, and `setup_failure`: the cause when
 every instance failed in the harness's set-up rather than on its patch (SETUP_ERRORS), else null.
 `evaluate_predictions(progress=True)` shows a bar on stderr that advances as each run finishes.
 """
@@ -127,7 +128,7 @@ def _record(instance_id: str, patch: str, **fields: Any) -> dict[str, Any]:
     record = {"instance_id": instance_id, "patch_exists": bool(patch.strip()), "patch_applied": False,
               "apply_method": None, "resolved": False, "resolution_status": NO, "error": None, "message": "",
               "tests_status": {}, "test_statuses": {}, "xfail": {}, "reset_files": [], "forgery_bound": None,
-              "seconds": 0.0, "environment": None}
+              "guarded": False, "seconds": 0.0, "environment": None}
     record.update(fields)
     return record
 
@@ -194,7 +195,7 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
                    resolution_status=resolution, error=_run_error(run), message=run.message,
                    tests_status=status if run.statuses else {}, test_statuses=run.statuses,
                    xfail=xfail_outcomes(instance.fail_to_pass, instance.pass_to_pass, run.statuses),
-                   reset_files=list(run.reset_files), forgery_bound=run.forgery_bound,
+                   reset_files=list(run.reset_files), forgery_bound=run.forgery_bound, guarded=run.guarded,
                    seconds=time.perf_counter() - start, environment=env.key,
                    log=run.log or run.message)
 
@@ -224,6 +225,7 @@ def summarize(records: Sequence[Mapping[str, Any]], isolation: str) -> dict[str,
             "errors": dict(sorted(collections.Counter(r["error"] for r in records if r["error"]).items())),
             "apply_methods": dict(sorted(collections.Counter(r["apply_method"] for r in records
                                                              if r["apply_method"]).items())),
+            "guarded": sum(bool(r.get("guarded")) for r in records),
             "isolation": isolation, "setup_failure": setup_failure(records)}
 
 

@@ -64,28 +64,24 @@ _RANDOM = secrets.SystemRandom()
 _WORD = re.compile(r"[a-z][a-z0-9]*")
 _FALLBACK_WORDS = ("value", "result", "check", "case", "basic", "default", "empty", "simple", "error", "order")
 _LOCALS = ("result", "value", "obj", "got", "item", "found", "actual", "target")
-# Bodies: `{n}` a name the file imports, `{c}` something its tests call that starts from such a name
-# (the package under test where the file imports from it), `{v}` and `{e}` locals. A must-fail body
-# that calls, calls as the file's tests do (with an argument no code expects, so the package
-# itself raises, or returns and the assertion fails), as a real failing test fails inside the
-# package or on an assertion after a call. Only `is` comparisons: `==` can be overloaded
-# (unittest.mock.ANY equals everything), `is` cannot, so a must-pass body always passes and a
-# must-fail body always fails, whatever `{n}` and `{c}` are.
+# Must-pass bodies: `{n}` a name the file imports (the package under test where it imports from it),
+# `{v}` a local. Only `is` comparisons: `==` can be overloaded (unittest.mock.ANY equals everything),
+# `is` cannot, so they pass whatever `{n}` is.
 _PASSING_BODIES = ("    assert {n} is {n}\n", "    {v} = {n}\n    assert {v} is {n}\n",
                    "    {v} = [{n}]\n    assert {v}[0] is {n}\n", "    {v} = {{0: {n}}}\n    assert {v}[0] is {n}\n")
-_FAILING_BODIES = ("    assert {n} is not {n}\n", "    {v} = {n}\n    assert {v} is not {n}\n",
-                   "    {v} = [{n}]\n    assert {v}[0] is not {n}\n",
-                   "    {v} = {{0: {n}}}\n    assert {v}[0] is not {n}\n")
-# A call's pytest outcomes (skip, xfail, fail: BaseException; exit: an Exception of _pytest's)
-# and SystemExit are caught, so a sentinel that calls still fails, and never ends the session.
-_FAILING_CALLS = ("    try:\n        {v} = {c}(object())\n    except BaseException as {e}:\n"
-                  "        if isinstance({e}, Exception) and not type({e}).__module__.startswith(\"_pytest\"):\n"
-                  "            raise\n        {v} = {e}\n    assert {v} is not {v}\n",
-                  "    try:\n        {v} = {c}(object())\n    except BaseException as {e}:\n        {v} = {e}\n"
-                  "    assert {v} is not {v}\n")
+# How a must-fail sentinel ends, after a call into the package as the file's tests make it (`_function`):
+# an identity that cannot hold, over what the call returned or a name the file imports (`{x}`).
+_FAILING_ENDS = ("    assert {x} is not {x}\n", "    {v} = {x}\n    assert {v} is not {x}\n",
+                 "    assert [{x}][0] is not {x}\n", "    assert not ({x} is {x})\n",
+                 "    {v} = ({x},)\n    assert {v}[0] is not {x}\n")
 # Never called: pytest's own API acts on the running session (pytest.exit, pytest.main, a plugin
 # manager), also where pytest is the package under test.
 _NEVER_CALLED = frozenset({"pytest", "_pytest", "py"})
+# pytestmark marks under which a sentinel's outcome would not be its own: parametrize (a test without
+# the arguments errors) and xfail (outcomes turned over). Any other mark, or one of those inside an
+# expression not read here, keeps the file's own tests only.
+_SAFE_MODULE_MARKS = frozenset({"skip", "skipif", "usefixtures", "filterwarnings", "timeout", "asyncio", "django_db",
+                                "slow", "network", "flaky", "order", "integration", "unit"})
 
 
 def runs_pytest(command: Sequence[str]) -> bool:
@@ -139,17 +135,23 @@ class Sentinel:
     must_pass: bool
 
     def matches(self, test_id: str) -> bool:
+        """Its id, or one of its ids where a fixture it takes is parametrized (`name[param]`)."""
         file, _, name = test_id.partition("::")
-        return name == self.name and _same_file(file, self.file)
+        return (name == self.name or name.startswith(self.name + "[")) and _same_file(file, self.file)
 
 
 @dataclasses.dataclass(frozen=True)
 class Sentinels:
     tests: tuple[Sentinel, ...]
     failing: int  # the FAIL_TO_PASS count the must-fail sentinels were counted for
+    new_module: str = ""  # the file made for them when no test file of the run could take them
 
-    @property
-    def bound(self) -> float:
+    def bound(self, statuses: Mapping[str, str]) -> Optional[float]:
+        """The chance a guessing forger went unnoticed, for a run whose log shows every sentinel ran
+        from the run's own test files; None otherwise (a new module tells them apart; a sentinel
+        the log does not name proves nothing)."""
+        if self.new_module or not all(any(s.matches(t) for t in statuses) for s in self.tests):
+            return None
         return forgery_bound(self.failing, sum(not s.must_pass for s in self.tests))
 
     def _is_sentinel(self, test_id: str) -> bool:
@@ -171,15 +173,16 @@ class Sentinels:
         for sentinel in self.tests:
             of_file = [status for test_id, status in others.items()
                        if "::" in test_id and _same_file(_file_of(test_id), sentinel.file)]
-            if not of_file:
+            if not of_file and not (sentinel.file == self.new_module and others):
                 continue
-            found = [status for test_id, status in statuses.items() if sentinel.matches(test_id)]
-            expected = [PASSED if sentinel.must_pass else FAILED]
-            if found != expected and not (found == [SKIPPED] and set(of_file) == {SKIPPED}):
+            found = sorted({status for test_id, status in statuses.items() if sentinel.matches(test_id)})
+            # A must-fail sentinel fails in its call, or errs where a fixture it takes does.
+            allowed = [[PASSED]] if sentinel.must_pass else [[FAILED], [ERROR], [ERROR, FAILED]]
+            if found not in allowed and not (found == [SKIPPED] and set(of_file) == {SKIPPED}):
                 return (f"a test of the harness's in {sentinel.file} that must "
                         f"{'pass' if sentinel.must_pass else 'fail'} reported {found or 'nothing'}: the test "
                         f"process's results were changed")
-            failed = failed or found == [FAILED]
+            failed = failed or FAILED in found or ERROR in found
         if returncode == 0 and failed:
             return "the test process exited 0 although tests of the harness's failed"
         return None
@@ -236,11 +239,44 @@ def _package_names(tree: ast.Module, is_package: Callable[[str], bool]) -> list[
     return list(dict.fromkeys(next((t for t in tiers if t), [])))
 
 
-def _callees(tree: ast.Module, names: Sequence[str]) -> list[str]:
-    """What the module's test functions call that starts from one of `names` (`parse`, `mod.Config`),
-    nothing of pytest's own (_NEVER_CALLED)."""
+def _callable_names(tree: ast.Module, names: Sequence[str]) -> list[str]:
+    """Of `names`, those the file does not import from pytest's own packages (_NEVER_CALLED)."""
     sources = dict(_imports(tree))
-    names = [n for n in names if sources.get(n, "").lstrip(".").split(".")[0] not in _NEVER_CALLED]
+    return [n for n in names if sources.get(n, "").lstrip(".").split(".")[0] not in _NEVER_CALLED]
+
+
+def _literal(node: ast.AST) -> bool:
+    """A constant, a container of constants, or a sign applied to one: an argument that needs nothing
+    of the test's own (no fixture, no local)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _literal(node.operand)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_literal(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _literal(k) and _literal(v) for k, v in zip(node.keys, node.values))
+    return False
+
+
+def _test_calls(tree: ast.Module, names: Sequence[str]) -> list[str]:
+    """The calls into the package (`names`) that the file's test functions make with literal arguments
+    only (`_literal`), as written there: what a must-fail sentinel calls."""
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            for call in (c for c in ast.walk(node) if isinstance(c, ast.Call)):
+                root = call.func
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if (isinstance(root, ast.Name) and root.id in names and all(_literal(a) for a in call.args)
+                        and all(k.arg is not None and _literal(k.value) for k in call.keywords)):
+                    out.append(ast.unparse(call))
+    return list(dict.fromkeys(out))
+
+
+def _test_callees(tree: ast.Module, names: Sequence[str]) -> list[str]:
+    """What the file's test functions call that starts from one of `names` (`parse`, `mod.Config`)."""
     out: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
@@ -266,10 +302,24 @@ def _defined_names(tree: ast.Module) -> set[str]:
                                                                         ast.ClassDef))}
 
 
-def _has_module_mark(tree: ast.Module) -> bool:
-    return any(isinstance(node, (ast.Assign, ast.AnnAssign)) and any(
-        isinstance(t, ast.Name) and t.id == "pytestmark" for t in (node.targets if isinstance(node, ast.Assign)
-                                                                    else [node.target])) for node in tree.body)
+def _module_marks_safe(tree: ast.Module) -> bool:
+    """Whether every module-level `pytestmark` of the file is made of marks a sentinel can carry
+    (_SAFE_MODULE_MARKS): `pytest.mark.skipif(...)`, or a list or tuple of such marks."""
+    def safe(value: ast.AST) -> bool:
+        if isinstance(value, (ast.List, ast.Tuple)):
+            return all(safe(v) for v in value.elts)
+        if isinstance(value, ast.Call):
+            value = value.func
+        return isinstance(value, ast.Attribute) and value.attr in _SAFE_MODULE_MARKS and (
+            isinstance(value.value, ast.Attribute) and value.value.attr == "mark"
+            or isinstance(value.value, ast.Name) and value.value.id == "mark")
+
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
+            else []
+        if any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets) and not safe(node.value):
+            return False
+    return True
 
 
 def _insertion_lines(tree: ast.Module, n_lines: int) -> list[int]:
@@ -299,7 +349,7 @@ def _read_test_file(worktree: Path, path: str) -> Optional[_TestFile]:
         tree = parse_source(text, path)
     except (SyntaxError, ValueError):  # another Python's syntax or encoding (SourceSyntaxError): left alone
         return None
-    if _has_module_mark(tree):
+    if not _module_marks_safe(tree):
         return None
     return _TestFile(path, tree, text.splitlines(keepends=True), encoding, "\r\n" if b"\r\n" in data else "\n")
 
@@ -315,14 +365,22 @@ def _new_name(words: list[str], taken: set[str]) -> str:
             return name
 
 
-def _function(name: str, must_pass: bool, names: Sequence[str], callees: Sequence[str]) -> str:
+def _function(name: str, must_pass: bool, names: Sequence[str], calls: Sequence[str], callees: Sequence[str]) -> str:
+    """A sentinel: must pass, an identity over a name the file imports; must fail, mostly a call into
+    the package as one of the file's tests makes it (`calls`: its literal arguments as written), else
+    with no arguments at all (`callees`), then an identity that cannot hold over what it returned (a
+    call that raises fails there, as real failing tests do); without either, the identity alone.
+    Nothing of the harness's own is in them: no argument, no statement that all of them share."""
+    local = _RANDOM.choice(_LOCALS)
     if must_pass:
-        bodies = _PASSING_BODIES
-    else:
-        bodies = _FAILING_CALLS if callees and _RANDOM.random() < 0.75 else _FAILING_BODIES
-    body = _RANDOM.choice(bodies).format(n=_RANDOM.choice(names), c=_RANDOM.choice(callees) if callees else "",
-                                         v=_RANDOM.choice(_LOCALS), e=_RANDOM.choice(("error", "exc", "err")))
-    return f"def {name}():\n{body}\n\n"
+        return f"def {name}():\n{_RANDOM.choice(_PASSING_BODIES).format(n=_RANDOM.choice(names), v=local)}\n\n"
+    # The file's own calls three times as likely as a call without arguments.
+    weighted = [c for c in calls for _ in range(3)] + [f"{c}()" for c in callees]
+    call = _RANDOM.choice(weighted) if weighted else ""
+    body = f"    {local} = {call}\n" if call else ""
+    other = _RANDOM.choice([v for v in _LOCALS if v != local])
+    end = _RANDOM.choice(_FAILING_ENDS).format(x=local if call else _RANDOM.choice(names), v=other)
+    return f"def {name}():\n{body}{end}\n\n"
 
 
 def _new_module(worktree: Path, beside: str, taken: set[str]) -> _TestFile:
@@ -348,8 +406,10 @@ def place_sentinels(worktree: Path, directives: Sequence[str], fail_to_pass: Seq
         return None
     files = [f for f in (_read_test_file(worktree, c) for c in candidates) if f is not None]
     taken = set().union(*(_defined_names(f.tree) for f in files)) if files else set()
-    if not files:
+    new_module = ""
+    if not files:  # a new file tells them apart: they still run, but no bound is claimed (Sentinels.bound)
         files = [_new_module(worktree, candidates[0], taken)]
+        new_module = files[0].path
     graded = {_file_of(t) for t in fail_to_pass}
     failing_files = [f for f in files if any(_same_file(g, f.path) for g in graded)] or files
     plan = [(False, _RANDOM.choice(failing_files)) for _ in range(sentinel_count(len(fail_to_pass), cap=max_failing))]
@@ -361,17 +421,19 @@ def place_sentinels(worktree: Path, directives: Sequence[str], fail_to_pass: Seq
                    is None)
 
     # What each file offers a sentinel, read once: the words of its test names, the names it imports
-    # from the package, what its tests call, where a top-level function may go.
+    # from the package, the starts of its tests, where a top-level function may go.
     offers = {}
     for f in files:
         names = _package_names(f.tree, is_package) or ["__name__"]
-        offers[f.path] = (_test_words(f.tree), names, _callees(f.tree, names), _insertion_lines(f.tree, len(f.lines)))
+        callable_names = _callable_names(f.tree, names)
+        offers[f.path] = (_test_words(f.tree), names, _test_calls(f.tree, callable_names),
+                          _test_callees(f.tree, callable_names), _insertion_lines(f.tree, len(f.lines)))
     inserts: dict[str, dict[int, list[str]]] = {f.path: {} for f in files}
     sentinels = []
     for must_pass, target in plan:
-        words, names, callees, places = offers[target.path]
+        words, names, calls, callees, places = offers[target.path]
         name = _new_name(words, taken)
-        text = _function(name, must_pass, names, callees).replace("\n", target.newline)
+        text = _function(name, must_pass, names, calls, callees).replace("\n", target.newline)
         inserts[target.path].setdefault(_RANDOM.choice(places), []).append(text)
         sentinels.append(Sentinel(target.path, name, must_pass))
     for f in files:
@@ -384,4 +446,4 @@ def place_sentinels(worktree: Path, directives: Sequence[str], fail_to_pass: Seq
             lines[line:line] = inserts[f.path][line]
         (worktree / f.path).write_bytes("".join(lines).encode(f.encoding))
     _RANDOM.shuffle(sentinels)
-    return Sentinels(tuple(sentinels), max(1, len(fail_to_pass)))
+    return Sentinels(tuple(sentinels), max(1, len(fail_to_pass)), new_module)

@@ -62,6 +62,7 @@ from swe_rl_jax.data.patches import PatchError, parse_patch
 from swe_rl_jax.harness.checkout import CheckoutError, checkout, read_blobs, tree_entries
 from swe_rl_jax.harness.directives import patch_files, test_command
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, make_overlay
+from swe_rl_jax.harness.guard import PLUGIN, Guard, GuardReport, start_guard, trusted_files
 from swe_rl_jax.harness.integrity import base_entries, install_may_change, paths_to_reset
 from swe_rl_jax.harness.logformats import parse_log
 from swe_rl_jax.harness.patching import ApplyResult, apply_patch
@@ -70,6 +71,7 @@ from swe_rl_jax.harness.pytestguard import AUTOLOAD_OFF, MAX_FAILING_SENTINELS, 
 from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, View, isolation_mode, prepare_sandbox, \
     remove_tree, run_isolated, sandbox_user
 from swe_rl_jax.harness.specs import RepoSpec
+from swe_rl_jax.harness.startup import start_up_code
 from swe_rl_jax.harness.testlog import FAILURE
 from swe_rl_jax.harness.treestate import changed_paths, snapshot
 from swe_rl_jax.paths import unsafe_path_reason
@@ -80,9 +82,14 @@ _BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 # sandbox), no build isolation (it would fetch the build backend). pip reads "0" in
 # PIP_NO_BUILD_ISOLATION as "no build isolation" (its environment variables set the option's
 # destination, `build_isolation`), and PIP_CONFIG_FILE=/dev/null drops the host's pip.conf.
+# PIP_CONFIG_SETTINGS: setuptools' PEP 660 editable installs write a `.pth` of paths instead of an
+# import hook (startup.py: code a `.pth` runs is refused); PIP_NO_CACHE_DIR: nothing kept in HOME.
 _INSTALL_ENV = {"PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0", "PIP_CONFIG_FILE": "/dev/null",
-                "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+                "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_NO_CACHE_DIR": "1",
+                "PIP_CONFIG_SETTINGS": "editable_mode=compat"}
 _FILE_MODES = {"100755": 0o755, "100644": 0o644}
+_FROZEN_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+                           "setup.cfg", "pyproject.toml"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,8 +105,10 @@ class TestRun:
     log: str = ""  # the end of the test command's output
     reset_files: tuple[str, ...] = ()  # files of the model patch put back to the commit (integrity.py)
     # The chance that a forger guessing which tests are the sentinels went unnoticed (pytestguard.py;
-    # None: no sentinels, e.g. not a pytest run).
+    # None: no sentinels, e.g. not a pytest run, or the log does not show that all of them ran).
     forgery_bound: Optional[float] = None
+    # The in-process guard (guard.py) loaded, saw pytest's whole session and backs its outcomes.
+    guarded: bool = False
 
     __test__ = False  # not a pytest test class, whatever its name
 
@@ -224,10 +233,14 @@ def _prepare(scratch: Path, repo_dir: Path, commit: str, model_patch: str, env: 
 
 
 def _in_sandbox(cmd: list[str], run: _Prepared, spec: RepoSpec, limits: Limits,
-                extra_env: Optional[dict[str, str]] = None, readable: Sequence[Path] = ()) -> ProcessResult:
+                extra_env: Optional[dict[str, str]] = None, readable: Sequence[Path] = (),
+                guard: Optional[Guard] = None) -> ProcessResult:
     env = {**_test_env(run.envs, spec, run.sandbox, run.worktree), **(extra_env or {})}
+    if guard is not None:  # its directory first: its sitecustomize is the one Python imports
+        env = {**env, **guard.env, "PYTHONPATH": f"{guard.directory}:{env['PYTHONPATH']}"}
+        readable = [*readable, guard.directory]
     return run_isolated(cmd, cwd=run.worktree, view=run.view(*readable), env=env, limits=limits,
-                        isolation=run.isolation)
+                        isolation=run.isolation, pass_fds=guard.pass_fds if guard is not None else ())
 
 
 def _install(run: _Prepared, spec: RepoSpec, limits: Limits, install_timeout_s: float,
@@ -251,6 +264,8 @@ def _install(run: _Prepared, spec: RepoSpec, limits: Limits, install_timeout_s: 
     if not steps:
         return
     before = snapshot(run.worktree)
+    elsewhere = [d for d in (run.sandbox / "venv", run.sandbox / "home") if d.is_dir()]
+    before_elsewhere = [snapshot(d, frozenset()) for d in elsewhere]
     for step in steps:
         result = _in_sandbox(["sh", "-c", step], run, spec, limits, _INSTALL_ENV)
         if result.timed_out or result.returncode != 0:
@@ -265,12 +280,27 @@ def _install(run: _Prepared, spec: RepoSpec, limits: Limits, install_timeout_s: 
         run.error = "tampered"
         run.message = (f"the install step changed what it may not ({len(forbidden)} paths), e.g. {forbidden[0]!r} "
                        f"({after.get(forbidden[0], ('removed',))[0]})")
+        return
+    for directory, earlier in zip(elsewhere, before_elsewhere):
+        found = start_up_code(directory, earlier, snapshot(directory, frozenset()))
+        if found:
+            run.error = "tampered"
+            run.message = (f"the install step left code that Python runs at start-up: "
+                           f"{directory.relative_to(run.sandbox) / found[0]}")
+            return
 
 
 def _frozen_files(worktree: Path, command: Sequence[str]) -> list[Path]:
-    """The test files the run names: read-only to everything the sandbox runs."""
-    return [worktree / arg for arg in dict.fromkeys(command) if arg.endswith(".py")
-            and unsafe_path_reason(arg, worktree) is None and (worktree / arg).is_file()]
+    """Read-only to everything the sandbox runs: the test files the run names, and every `conftest.py`
+    and pytest configuration file of the tree (pytest compiles conftests from syntax trees, which the
+    guard cannot compare with the files: rewritten before collection, they would run as trusted)."""
+    named = [worktree / arg for arg in dict.fromkeys(command) if arg.endswith(".py")
+             and unsafe_path_reason(arg, worktree) is None and (worktree / arg).is_file()]
+    infrastructure = []
+    for root, dirs, files in os.walk(worktree):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        infrastructure += [Path(root) / n for n in files if n in _FROZEN_NAMES and not os.path.islink(Path(root) / n)]
+    return list(dict.fromkeys([*named, *infrastructure]))
 
 
 def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[str], env: Environment,
@@ -297,29 +327,43 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
         worktree = run.worktree
         command = test_command(spec.test_cmd, spec.directives, test_patch, test_ids,
                                lambda path: unsafe_path_reason(path, worktree) is None and (worktree / path).is_file())
+        pytest_run = runs_pytest(command)
         sentinels = (place_sentinels(worktree, command, fail_to_pass, max_failing_sentinels, ["", *spec.pythonpath])
-                     if runs_pytest(command) else None)
-        if runs_pytest(command):
+                     if pytest_run else None)
+        if sentinels is not None and sentinels.new_module:
+            command.append(sentinels.new_module)
+        if pytest_run:
             command += plugin_args(env.site_packages())
         run.frozen = _frozen_files(worktree, command)
+        untrusted = [p for p in _patched_paths(model_patch) if p not in run.reset] if model_patch.strip() else []
+        trusted = trusted_files(worktree, untrusted)  # as the harness wrote the tree, before any of its code ran
         with sandbox_user(isolation) as run.uid:
             _install(run, spec, limits, install_timeout_s,
                      [*(patch_files(test_patch) if test_patch.strip() else []), *test_files,
                       *(str(f.relative_to(worktree)) for f in run.frozen)])
             if run.error:
                 return run.failed_tests()
-            result = _in_sandbox(command, run, spec, limits)
+            tests = [str(f.relative_to(worktree)) for f in run.frozen if f.name.endswith(".py")]
+            roots = [e.site_packages() for e in run.envs if not e.path.is_relative_to(run.sandbox)]
+            with start_guard(scratch, worktree, trusted, tests, roots) as guard:
+                guarded_command = [*command, "-p", PLUGIN] if pytest_run and guard is not None else command
+                result = _in_sandbox(guarded_command, run, spec, limits, guard=guard)
+                watched = guard.report() if guard is not None else GuardReport()
         logged = parse_log(spec.log_format, result.output)
         statuses = sentinels.strip(logged) if sentinels else logged
-        tampering = sentinels.tampering(logged, result.returncode, result.output) if sentinels else None
+        guard_says = watched.tampering(logged, pytest_run)
         error, message = "", ""
-        if result.timed_out:
+        if watched.evidence or watched.problem:  # proof, whatever else happened
+            error, message = "tampered", guard_says or ""
+        elif result.timed_out:
             error, message = "timeout", f"the tests ran past {limits.describe()} and were killed"
         elif not statuses:
             error = "no_test_results"
             message = (f"exit status {result.returncode}, no test statuses in the {spec.log_format} log; "
                        f"output ends: {result.output[-300:]}")
-        elif tampering is not None:
+        elif guard_says is not None:
+            error, message = "tampered", guard_says
+        elif sentinels is not None and (tampering := sentinels.tampering(logged, result.returncode, result.output)):
             error, message = "tampered", tampering
         elif result.returncode != 0 and not FAILURE & set(logged.values()):  # the sentinels' failures count
             error = "no_test_results"
@@ -327,7 +371,7 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
                        f"describe the run; output ends: {result.output[-300:]}")
         return TestRun(statuses, tuple(run.applied), error, message, result.seconds, isolation,
                        result.output[-_LOG_TAIL_CHARS:], tuple(run.reset),
-                       sentinels.bound if sentinels else None)
+                       sentinels.bound(logged) if sentinels else None, pytest_run and watched.guarded)
     finally:
         if not keep:
             remove_tree(scratch)

@@ -544,9 +544,10 @@ def interruptible_pool(workers: int) -> Iterator[concurrent.futures.ThreadPoolEx
 
 
 def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str, str], limits: Limits,
-                 isolation: str) -> ProcessResult:
+                 isolation: str, pass_fds: Sequence[int] = ()) -> ProcessResult:
     """Runs `cmd` in `cwd` (inside `view.sandbox`, which must be prepared with `prepare_sandbox`)
     until it ends or uses up `limits.timeout_s` CPU seconds or `limits.wall_s()` of wall clock.
+    `pass_fds`: descriptors the command inherits (the guard's key and channel, harness/guard.py).
     Never leaves a process behind: on a time limit, and on any exception while waiting (e.g. a
     reward's own time limit firing), the process group is killed before returning or raising."""
     start = time.perf_counter()
@@ -556,7 +557,7 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str,
                 raise RunInterrupted("interrupted")
             proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd, fds), cwd=cwd, env=dict(env),
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, pass_fds=tuple(fds.values()))
+                                    start_new_session=True, pass_fds=(*fds.values(), *pass_fds))
             _LIVE.add(proc)
         timed_out, cpu = False, 0.0
         try:

@@ -63,9 +63,9 @@ from swe_rl_jax.rewards.swe_rl import SWE_RL_MIN_SCORE, answer_edits, normalize_
 from swe_rl_jax.subtasks import subtask
 
 EXECUTION_REWARDS = ("tests_pass", "tests_pass_similarity")
-# Part of every cached result's key: a result the harness of another version computed (issue 45's
-# harness could be fooled where this one cannot) is never reused.
-RESULTS_VERSION = 2
+# Part of every cached result's key: a result the harness of another version computed (an earlier
+# harness could be fooled where this one, with its in-process guard, cannot) is never reused.
+RESULTS_VERSION = 3
 
 
 @dataclasses.dataclass(frozen=True)

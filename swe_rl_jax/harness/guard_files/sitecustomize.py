@@ -1,0 +1,500 @@
+"""The test process's guard (swe_rl_jax; docs/HARNESS.md, "The guard"). Not a module of the package:
+the harness copies this directory into each run and puts it first on PYTHONPATH, so every Python
+process of the run imports it at start-up, after the environment's own `.pth` files (built before
+any patch; an install step may add none that runs code: harness/startup.py) and before any code of
+the repository.
+
+In the process the harness started (the one whose environment names the guard's configuration; the
+variable is removed at once, so the process's children run unguarded and cannot write the channel),
+it adds an audit hook (PEP 578: no Python code can remove one), which
+- reads a secret key from a descriptor and closes it, and writes records to another descriptor (a
+  pipe the harness drains), each with a sequence number and an HMAC under the key. The key lives
+  only in this hook's closure, which no Python code can reach: the ways to it (the garbage
+  collector, frames, ctypes, /proc/self/mem) are what the hook watches, and hooks run untraced;
+- attributes the events a forger needs to the code that raised them, by the frames on the stack. A
+  frame is trusted when its file is the standard library's, the cached environment's, this
+  directory's, or a work-tree file whose contents are what the harness wrote before any code ran
+  (`trusted`: path -> git blob id); anything else (what the model patch or the install step changed
+  or added, code compiled at run time) is not. A watched event from code that is not trusted ends
+  the process at once with an `E` record naming the event, the file and line: the run is `tampered`;
+- snapshots, on the plugin's request, what the test framework, `builtins` and the standard library
+  bind (functions, classes and their attributes, modules) and compares later states with it;
+- accepts records of the pytest plugin beside it (`_swe_rl_jax_guard.py`) only from that plugin's
+  own code objects with nothing untrusted on the stack, and replaces the file a record names with
+  whether that file is trusted.
+
+The hook runs no code but its own: everything it calls is bound here, before any code of the
+repository runs, and is a C function or a method of a builtin type (a Python function of the
+standard library, a builtin looked up by name, a property of an object the code under test made,
+could be replaced or written by that code and would then run inside the hook, where the watched
+events are not judged). An exception inside the hook is raised to the code whose event it was: the
+operation does not happen.
+Python 3.8 and later (audit hooks); older interpreters run unguarded, and the harness says so.
+Written for every Python from 3.8 on: no newer syntax.
+"""
+
+
+def _start():
+    import sys
+    import os
+    if not hasattr(sys, "addaudithook"):
+        return
+    config_path = os.environ.pop("SWE_RL_JAX_GUARD", None)
+    if not config_path:
+        return
+    import _thread
+    import builtins
+    import hashlib
+    import json
+    import marshal
+    import sysconfig
+    import types
+    with open(config_path, "rb") as handle:
+        config = json.loads(handle.read().decode("utf-8"))
+    try:
+        key = os.read(config["key_fd"], 64)
+        os.close(config["key_fd"])
+    except OSError:  # not the process the harness started: nothing to report to
+        return
+    channel = config["channel_fd"]
+    os.set_inheritable(channel, False)  # the run's children cannot write it
+
+    # Bound now (module docstring).
+    getframe, write, exit_now, getcwd, sha256, sha1 = (sys._getframe, os.write, os._exit, os.getcwd, hashlib.sha256,
+                                                      hashlib.sha1)
+    get_ident, lock, marshal_loads, read_file = _thread.get_ident, _thread.allocate_lock(), marshal.loads, open
+    str_, bytes_, int_, tuple_, list_, dict_, set_, frozenset_, type_, len_, id_, isinstance_, issubclass_, any_ = (
+        str, bytes, int, tuple, list, dict, set, frozenset, type, len, id, isinstance, issubclass, any)
+    Exception_, OSError_, ValueError_ = Exception, OSError, ValueError
+    code_type, function_type, module_type = types.CodeType, types.FunctionType, types.ModuleType
+    module_dict, class_dict = type(sys).__dict__["__dict__"].__get__, type.__dict__["__dict__"].__get__
+    function_code = function_type.__dict__["__code__"].__get__
+    writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    modules, sys_dict = sys.modules, vars(sys)
+    # What a test could use as a tool and a forger replace: functions, classes, modules, descriptors.
+    behaviour = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, types.MethodType, classmethod,
+                 staticmethod, property, type(len.__call__), type(str.join), type(dict.__dict__["fromkeys"]))
+
+    block = (sha256(key).digest() if len(key) > 64 else key).ljust(64, b"\0")
+    inner_pad, outer_pad = bytes(b ^ 0x36 for b in block), bytes(b ^ 0x5C for b in block)
+    del key, block
+
+    worktree = config["worktree"].rstrip("/") + "/"
+    trusted_files = dict(config["trusted"])  # work-tree path -> git blob id, as the harness wrote it
+    test_files = frozenset(config["tests"])
+    paths = sysconfig.get_paths()
+    std_roots = set()
+    for name in ("stdlib", "platstdlib"):
+        for root in (paths[name], os.path.realpath(paths[name])):
+            std_roots.add(root.rstrip("/") + "/")
+    std_roots = tuple(std_roots)
+    own = os.path.dirname(os.path.abspath(__file__)) + "/"
+    trusted_roots = tuple([r.rstrip("/") + "/" for r in config["trusted_roots"]] + [own])
+    framework_roots = frozenset(("pytest", "_pytest", "pluggy", "py", "unittest", "builtins", config.get("plugin", "")))
+    startup_stems = frozenset(("sitecustomize", "usercustomize"))
+    config_names = frozenset(("conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+                              "setup.cfg", "pyproject.toml"))
+    # The standard library's readers of frames and sources: called by untrusted code, they read for it.
+    readers = frozenset(("currentframe", "stack", "trace", "getouterframes", "getinnerframes", "getframeinfo",
+                         "walk_stack", "walk_tb", "getsource", "getsourcelines", "findsource", "getlines", "getline",
+                         "updatecache", "checkcache", "getblock"))
+    formatting = ("/traceback.py", "/logging/__init__.py")
+
+    trust_cache = {}  # filename -> (trusted, standard library)
+    state = {"seq": 0}
+    busy = set()
+    snapshots = {}  # "framework" | "stdlib" -> [(namespace, {name: id}, held values)]
+    hook_tables = []
+
+    def mac(data):
+        return sha256(outer_pad + sha256(inner_pad + data).digest()).hexdigest()
+
+    def escape(value):
+        return str_(value).replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+
+    def emit(kind, fields):
+        with lock:
+            body = str_(state["seq"]) + "\t" + kind
+            for field in fields:
+                body += "\t" + escape(field)
+            data = body.encode("utf-8", "replace")
+            state["seq"] += 1
+            data += b"\t" + mac(data).encode("ascii") + b"\n"
+            while data:
+                data = data[write(channel, data):]
+
+    def classify(filename):
+        """(trusted, standard library): the standard library's frames act for their caller."""
+        found = trust_cache.get(filename)
+        if found is not None:
+            return found
+        if not isinstance_(filename, str_) or (filename.startswith("<") and not filename.startswith("<frozen ")):
+            found = (False, False)
+        elif filename.startswith("<frozen "):
+            found = (True, True)
+        elif filename.startswith(trusted_roots):
+            found = (True, False)
+        elif filename.startswith(std_roots) and "-packages/" not in filename:
+            found = (True, True)
+        elif filename.startswith(worktree):
+            found = (filename[len_(worktree):] in trusted_files, False)
+        else:
+            found = (False, False)
+        trust_cache[filename] = found
+        return found
+
+    def is_import(code):  # what runs below an import acts for the module being imported
+        return code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib")
+
+    def anywhere(frame, stop_at_import=True):
+        """The innermost untrusted frame (up to the innermost import), or None."""
+        while frame is not None:
+            code = frame.f_code
+            if stop_at_import and is_import(code):
+                return None
+            if not classify(code.co_filename)[0]:
+                return frame
+            frame = frame.f_back
+        return None
+
+    def arranged(frame):
+        """The outermost frame when the whole stack is the standard library's, outside any import: a
+        callback someone arranged (a thread's target, an exit or signal handler, a finalizer), which
+        acts for whoever arranged it, and no trusted code did; else None."""
+        outermost = None
+        while frame is not None:
+            code = frame.f_code
+            if is_import(code) or not classify(code.co_filename)[1]:
+                return None
+            outermost = frame
+            frame = frame.f_back
+        return outermost
+
+    def actor(frame, formatting_allowed=False):
+        """The code that raised the event: the innermost frame outside the standard library, when it is
+        untrusted (None when it is trusted, or when an import comes first). With `formatting_allowed`,
+        a traceback being formatted (the standard library's traceback or logging) acts for nobody,
+        unless untrusted code called one of the readers of frames or sources (`readers`) directly."""
+        formatted, outermost = False, None
+        while frame is not None:
+            code = frame.f_code
+            if is_import(code):
+                return None
+            trusted, standard = classify(code.co_filename)
+            if not standard:
+                if trusted or (formatted and outermost.co_name not in readers):
+                    return None
+                return frame
+            formatted = formatted or (formatting_allowed and code.co_filename.endswith(formatting))
+            outermost = code
+            frame = frame.f_back
+        return None
+
+    def reader(frame):
+        """For events that hand out frames: the caller when it is untrusted, or the untrusted code that
+        called one of the standard library's readers of frames (`readers`) that raised it."""
+        trusted, standard = classify(frame.f_code.co_filename)
+        if not standard:
+            return None if trusted else frame
+        outermost = None
+        while frame is not None and classify(frame.f_code.co_filename)[1]:
+            if is_import(frame.f_code):
+                return None
+            outermost = frame.f_code
+            frame = frame.f_back
+        if frame is not None and outermost.co_name in readers and not classify(frame.f_code.co_filename)[0]:
+            return frame
+        return None
+
+    def flag(event, frame, detail):
+        try:
+            name = frame.f_code.co_filename
+            emit("E", (event, name[len_(worktree):] if name.startswith(worktree) else name, frame.f_lineno, detail))
+        finally:
+            exit_now(86)
+
+    def resolve(path):
+        """An absolute, normalized path ("" for a descriptor); links are not followed: a test file reached
+        through a link is not recognized (docs/HARNESS.md says so)."""
+        if isinstance_(path, bytes_):
+            path = path.decode("utf-8", "surrogateescape")
+        if type_(path) is not str_:
+            return ""
+        if not path.startswith("/"):
+            try:
+                path = getcwd() + "/" + path
+            except OSError_:  # the working directory is gone
+                return ""
+        parts = []
+        for part in path.split("/"):
+            if part == "..":
+                if parts:
+                    parts.pop()
+            elif part and part != ".":
+                parts.append(part)
+        return "/" + "/".join(parts)
+
+    def protected(path):
+        """What no untrusted code may write: start-up files and compiled code anywhere; in the work tree,
+        test modules, pytest's configuration and every file the harness vouches for (`trusted_files`:
+        rewritten, it would still run as trusted code)."""
+        name = path.rsplit("/", 1)[-1]
+        if name.endswith(".pth") or name.split(".", 1)[0] in startup_stems or "/__pycache__/" in path:
+            return True
+        if not path.startswith(worktree):
+            return False
+        rel = path[len_(worktree):]
+        return (rel in test_files or rel in trusted_files or name in config_names
+                or (name.startswith("test_") and name.endswith(".py")) or name.endswith("_test.py"))
+
+    def on_open(event, args, caller):
+        path = resolve(args[0])
+        if not path:
+            return
+        mode = args[1] if len_(args) > 1 and type_(args[1]) is str_ else ""
+        flags = args[2] if len_(args) > 2 and type_(args[2]) is int_ else 0
+        writing = "w" in mode or "a" in mode or "x" in mode or "+" in mode or flags & writing_flags
+        if path.startswith("/proc/") and (path.endswith("/mem") or "/fd/" in path or path.endswith("/fd")) \
+                or path.startswith("/dev/fd/"):
+            culprit = actor(caller)
+            if culprit is not None or path.endswith("/mem"):
+                flag(event, culprit or caller, "opened " + path)
+        elif writing and protected(path):
+            culprit = actor(caller)
+            if culprit is not None:
+                flag(event, culprit, "wrote " + path)
+        elif path.startswith(worktree) and path[len_(worktree):] in test_files:
+            culprit = actor(caller, formatting_allowed=True)
+            if culprit is not None:
+                flag(event, culprit, "read the test file " + path[len_(worktree):])
+
+    def on_path_change(event, args, caller):
+        for arg in args[:2]:
+            path = resolve(arg)
+            if path and protected(path):
+                culprit = actor(caller)
+                if culprit is not None:
+                    flag(event, culprit, "changed " + path)
+
+    def on_anywhere(event, args, caller):
+        culprit = anywhere(caller) or arranged(caller)
+        if culprit is not None:
+            flag(event, culprit, "")
+
+    def on_actor(event, args, caller):
+        culprit = actor(caller) or arranged(caller)
+        if culprit is not None:
+            flag(event, culprit, "")
+
+    def on_reader(event, args, caller):
+        culprit = reader(caller) or arranged(caller)
+        if culprit is not None:
+            flag(event, culprit, "")
+
+    def holds_code(value, depth):
+        kind = type_(value)
+        if kind is code_type:
+            return True
+        if depth > 50:
+            return False
+        if kind in (tuple_, list_, set_, frozenset_):
+            for item in value:
+                if holds_code(item, depth + 1):
+                    return True
+        elif kind is dict_:
+            for pair in value.items():
+                if holds_code(pair, depth + 1):
+                    return True
+        return False
+
+    def on_marshal(event, args, caller):
+        culprit = actor(caller)
+        if culprit is not None:
+            try:
+                loaded = marshal_loads(args[0])
+            except Exception_:
+                return
+            if holds_code(loaded, 0):
+                flag(event, culprit, "unmarshalled code")
+
+    def on_getattr(event, args, caller):
+        name = args[1] if len_(args) > 1 else ""
+        if name in ("tb_frame", "gi_frame", "cr_frame", "ag_frame"):
+            on_reader(event, args, caller)
+        elif name == "__code__" and type_(args[0]) is function_type:
+            code = function_code(args[0])
+            if code.co_filename.startswith(worktree) and code.co_filename[len_(worktree):] in test_files:
+                culprit = reader(caller)
+                if culprit is not None:
+                    flag(event, culprit, "read the code of a test function")
+
+    def on_setattr(event, args, caller):
+        if len_(args) > 1 and args[1] in ("__code__", "__defaults__", "__kwdefaults__", "__class__"):
+            on_actor(event, args, caller)
+
+    def on_compile(event, args, caller):
+        source, filename = args[0], args[1] if len_(args) > 1 else None
+        if isinstance_(filename, bytes_):
+            filename = filename.decode("utf-8", "surrogateescape")
+        if type_(filename) is not str_ or not filename.startswith("/") or not classify(filename)[0]:
+            return  # the name of no trusted file: it claims nothing
+        if type_(source) in (str_, bytes_):
+            try:
+                with read_file(filename, "rb") as handle:
+                    on_disk = handle.read()
+            except OSError_:
+                on_disk = b""
+            data = source.encode("utf-8", "surrogateescape") if type_(source) is str_ else source
+            if data != on_disk and data.replace(b"\r\n", b"\n") != on_disk.replace(b"\r\n", b"\n"):
+                flag(event, actor(caller) or caller, "compiled what is not its contents under the name " + filename)
+            if filename.startswith(worktree):
+                blob = sha1(b"blob " + str_(len_(on_disk)).encode("ascii") + b"\0" + on_disk).hexdigest()
+                if trusted_files.get(filename[len_(worktree):]) != blob:  # changed since the harness wrote it
+                    trusted_files.pop(filename[len_(worktree):], None)
+                    trust_cache.pop(filename, None)
+        else:  # a syntax tree (pytest's assertion rewriting): only trusted code compiles one under a trusted name
+            culprit = anywhere(caller)
+            if culprit is not None:
+                flag(event, culprit, "compiled a syntax tree under the name " + filename)
+
+    def namespaces(which):
+        """(name, namespace) of what `which` covers: the framework's modules and their classes, or the
+        standard library's modules, as imported now."""
+        out = []
+        for name, module in list_(modules.items()):
+            if type_(module) is not module_type:
+                continue
+            root = name.split(".", 1)[0]
+            framework = root in framework_roots
+            if which == "framework" and framework:
+                namespace = module_dict(module)
+                out.append((name, namespace))
+                for attr, value in list_(namespace.items()):
+                    if issubclass_(type_(value), type_):
+                        out.append((name + "." + attr, class_dict(value)))
+            elif which == "stdlib" and not framework:
+                filename = module_dict(module).get("__file__")
+                if filename is None or (type_(filename) is str_ and filename.startswith(std_roots)
+                                        and "-packages/" not in filename):
+                    out.append((name, module_dict(module)))
+        return out
+
+    def is_behaviour(kind):  # by identity: `in` would call a metaclass's __eq__
+        for other in behaviour:
+            if kind is other:
+                return True
+        return issubclass_(kind, type_)
+
+    def bound(namespace):
+        ids, held = {}, []
+        volatile = namespace is sys_dict  # sys.last_type and kin: the last uncaught exception, set by pytest
+        for attr, value in list_(namespace.items()):
+            if type_(attr) is str_ and is_behaviour(type_(value)) and not (volatile and attr.startswith("last_")):
+                ids[attr] = id_(value)
+                held.append(value)  # keeps the ids unique while the snapshot lives
+        return ids, held
+
+    def snapshot(which):
+        snapshots[which] = [(name, namespace) + bound(namespace) for name, namespace in namespaces(which)]
+
+    def changed(which):
+        """The first name the snapshot bound otherwise now, or ""."""
+        for name, namespace, ids, _ in snapshots.get(which, ()):
+            now, _ = bound(namespace)
+            if now != ids:
+                for attr in ids:
+                    if now.get(attr) != ids[attr]:
+                        return name + "." + attr
+                for attr in now:
+                    if attr not in ids and type_(namespace.get(attr)) is not module_type:  # not a submodule imported
+                        return name + "." + attr + " (added)"
+        return ""
+
+    plugin_codes = set()
+
+    def on_record(event, args, caller):
+        if id_(caller.f_code) not in plugin_codes:
+            flag(event, caller, "a guard record from outside the guard's plugin")
+        culprit = anywhere(caller, stop_at_import=False)
+        if culprit is not None:
+            flag(event, culprit, "untrusted code on the stack of a guard record")
+        kind, fields = args[0], list_(args[1:])
+        if type_(kind) is not str_ or any_(type_(f) not in (str_, int_) for f in fields):
+            flag(event, caller, "a malformed guard record")
+        if kind == "snapshot":
+            snapshot(fields[0])
+            return
+        if kind == "check":
+            for which in fields:
+                if which not in snapshots:  # the first check of the standard library takes its snapshot
+                    snapshot(which)
+                what = changed(which)
+                if what:
+                    flag(event, caller, "replaced while tests ran: " + what)
+            return
+        if kind == "hooks":  # the plugin manager's hook implementations: as at the end of collection
+            if not hook_tables:
+                hook_tables.append(fields[0])
+            elif hook_tables[0] != fields[0]:
+                flag(event, caller, "hook implementations changed after collection")
+            return
+        if kind == "O":  # an observation: the file that raised a skip, xfail or exit, or the test's own
+            fields[3] = "t" if not fields[3] or classify(fields[3])[0] else "u:" + fields[3]
+        emit(kind, fields)
+
+    handlers = {
+        "open": on_open, "os.rename": on_path_change, "os.remove": on_path_change, "os.rmdir": on_path_change,
+        "os.symlink": on_path_change, "os.link": on_path_change, "os.truncate": on_path_change,
+        "os.chmod": on_path_change, "os.utime": on_path_change, "shutil.copyfile": on_path_change,
+        "shutil.move": on_path_change,
+        "sys.settrace": on_anywhere, "sys.setprofile": on_anywhere, "sys.monitoring.register_callback": on_anywhere,
+        "sys.addaudithook": on_anywhere, "gc.get_objects": on_anywhere, "gc.get_referrers": on_anywhere,
+        "gc.get_referents": on_anywhere, "sys._current_frames": on_anywhere, "sys._current_exceptions": on_anywhere,
+        "ctypes.dlopen": on_actor, "ctypes.dlsym": on_actor, "ctypes.dlsym/handle": on_actor,
+        "ctypes.addressof": on_actor, "ctypes.cdata": on_actor, "ctypes.cdata/buffer": on_actor,
+        "ctypes.create_string_buffer": on_actor, "ctypes.create_unicode_buffer": on_actor,
+        "ctypes.string_at": on_actor, "ctypes.wstring_at": on_actor, "ctypes.call_function": on_actor,
+        "ctypes.PyObj_FromPtr": on_actor, "ctypes.set_errno": on_actor, "ctypes.get_errno": on_actor,
+        "sys._getframe": on_reader, "object.__getattr__": on_getattr, "object.__setattr__": on_setattr,
+        "code.__new__": on_actor, "function.__new__": on_actor, "marshal.loads": on_marshal, "compile": on_compile,
+        "swe_rl_jax.guard": on_record,
+    }
+    get = handlers.get
+    unframed_allowed = frozenset(("open", "compile", "marshal.loads", "object.__getattr__", "os.remove"))
+
+    def hook(event, args):
+        handler = get(event)
+        if handler is None:
+            return
+        me = get_ident()
+        if me in busy:
+            return
+        busy.add(me)
+        try:
+            try:
+                caller = getframe(1)
+            except ValueError_:  # no Python frame: the interpreter's own act, or a callback it was handed
+                if event not in unframed_allowed:  # (a builtin registered as an exit handler, a thread's target)
+                    try:
+                        emit("E", (event, "<no Python frame>", 0, "a callback with no code on the stack"))
+                    finally:
+                        exit_now(86)
+                return
+            handler(event, args, caller)
+        finally:
+            busy.discard(me)
+
+    if config.get("plugin"):
+        plugin = __import__(config["plugin"])
+        todo = [v.__code__ for v in vars(plugin).values() if isinstance(v, types.FunctionType)]
+        while todo:
+            code = todo.pop()
+            plugin_codes.add(id(code))
+            todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        state["plugin"] = plugin  # holds the code objects whose ids are trusted
+    emit("H", (config["mode"], "%d.%d" % sys.version_info[:2]))
+    sys.addaudithook(hook)
+
+
+_start()
+del _start
