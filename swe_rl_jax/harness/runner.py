@@ -52,6 +52,7 @@ overlay, when there is an install step): the sandbox user's, the only place it m
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -88,6 +89,7 @@ _INSTALL_ENV = {"PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0", "PIP_CONFIG_
                 "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_NO_CACHE_DIR": "1",
                 "PIP_CONFIG_SETTINGS": "editable_mode=compat"}
 _FILE_MODES = {"100755": 0o755, "100644": 0o644}
+_FRAMEWORK_PACKAGES = ("_pytest", "pytest", "pluggy")
 _FROZEN_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
                            "setup.cfg", "pyproject.toml"})
 
@@ -290,6 +292,13 @@ def _install(run: _Prepared, spec: RepoSpec, limits: Limits, install_timeout_s: 
             return
 
 
+def _framework_under_test(worktree: Path, pythonpath: Sequence[str]) -> bool:
+    """Whether the work tree is the test framework's own code (pytest, pluggy): a package of theirs
+    in one of its import roots."""
+    return any((worktree / root / name / "__init__.py").is_file() for root in ("", "src", *pythonpath)
+               for name in _FRAMEWORK_PACKAGES if unsafe_path_reason(f"{root}/{name}".lstrip("/"), worktree) is None)
+
+
 def _frozen_files(worktree: Path, command: Sequence[str]) -> list[Path]:
     """Read-only to everything the sandbox runs: the test files the run names, and every `conftest.py`
     and pytest configuration file of the tree (pytest compiles conftests from syntax trees, which the
@@ -345,7 +354,11 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
                 return run.failed_tests()
             tests = [str(f.relative_to(worktree)) for f in run.frozen if f.name.endswith(".py")]
             roots = [e.site_packages() for e in run.envs if not e.path.is_relative_to(run.sandbox)]
-            with start_guard(scratch, worktree, trusted, tests, roots) as guard:
+            # The test framework's own repository: its patched files run the session, and no guard can
+            # vouch for a runner that is the code under test (docs/HARNESS.md, "The guard").
+            framework = _framework_under_test(worktree, spec.pythonpath)
+            with (contextlib.nullcontext() if framework else start_guard(scratch, worktree, trusted, tests,
+                                                                         roots)) as guard:
                 guarded_command = [*command, "-p", PLUGIN] if pytest_run and guard is not None else command
                 result = _in_sandbox(guarded_command, run, spec, limits, guard=guard)
                 watched = guard.report() if guard is not None else GuardReport()
