@@ -11,7 +11,8 @@ session found by walking the frames) and submits; none fixes its instance.
 - Agent RL's step metrics (`rollout_metrics`, which `AgentGRPOTrainer.update_on_groups` logs) carry
   `tampered_rate`: the share of the step's episodes judged `tampered`.
 A gold control episode resolves (reward 1), an honest wrong one scores 0 (checked where the tests
-use them): independent references are the instance's FAIL_TO_PASS and these controls. Episodes need bwrap (as tests/test_agent_hostile.py).
+use them): independent references are the instance's FAIL_TO_PASS and these controls. Episodes need
+bwrap (as tests/test_agent_hostile.py).
 
 How each failed on the code before issue 57 (c7a622e; root, bwrap, 2 shared cores):
 - test_a_forged_submission_is_tampered_and_scores_minus_one[report_class,

@@ -8,38 +8,43 @@ what they got with the kernel's own counters and print it when they are done:
   at a time, against a 2 CPU s limit; and against an episode's command budget of 3 CPU s;
 - memory summed over 16 processes of 64 MB each, each far under the 192 MB per-process limit;
 - disk: fallocate of 100 MB files (under the 128 MB file-size limit) up to 8 GB, in TMPDIR and in the
-  work tree; inodes: empty files up to 200,000;
+  work tree; inodes: 200,000 empty files in the private /tmp (a tmpfs, whose size limit does not
+  count inodes: each is the host kernel's memory);
 - processes: forks of sleeping children until fork fails (32 processes allowed);
 - an install step (a patched setup.py) burning 10 CPU s at the run's 2 CPU s;
-- an agent tree of 40,000 new files, whose diff and judging root would do for the agent.
+- an agent's tree of 20,000 new files, which root would diff and judge for it.
 
-Expected (the contract of issue 57: ProcessResult.limit, TestRun/record error kinds): each run
-stopped or constrained at its limit with the kind that names it (`timeout` for CPU, `memory_limit`,
-`disk_limit`, `process_limit`), never resolved; each agent command with `limit` set and an
-observation naming it; root's diff refusing (or quickly done with) an over-large tree; and the host
-as it was: no process of these runs left, no mount under the work directory, no cgroup a run made,
-no SysV IPC object of a sandbox user, the work directory empty. The wall-clock backstops are set far
-out (120 s) so that only the limit under test can stop an attack, whatever the machine's load.
+Expected (issue 57's contract: ProcessResult.limit, the error kinds of runs): each run stopped or
+constrained at its limit with the kind that names it (`timeout` for CPU, `memory_limit`,
+`disk_limit`, `process_limit`), never resolved; each agent command short of what it tried for, with
+`limit` set and an observation naming the limit; the hidden CPU counted against the episode's
+budget; root's diff refusing the over-large tree before it walks it (or the tree never getting that
+big), diff and judging done within 10 s (the gold episode's take about 1 s); and the host as it was:
+no process of these runs left, no mount under the work directory, no cgroup a run made (beyond what
+exists after one gold run), no SysV IPC object of a sandbox user, the work directory empty. The
+wall-clock backstops are far out (120 s), so that only the limit under test stops an attack.
 
-Assumed of the defence's defaults: a run's or a command's file system holds less than 8 GB and fewer
-than 200,000 inodes (it bounds nothing otherwise), the install step's CPU limit is below 5 times the
-run's, and the summed memory limit is at most 5 times `memory_mb`.
+Assumed of the defence's defaults: a run's or a command's file systems hold less than 8 GB and fewer
+than 200,000 inodes, the install step's CPU limit is below 5 times the run's, and the summed memory
+limit is below 5 times `memory_mb`; each attack goes past these.
 
-How each failed on the code before issue 57 (c7a622e; root, bwrap, 2 cores shared with other jobs):
-- test_cpu_hidden_in_reaped_children_is_counted: error None, not `timeout`: the run ended by itself
-  with 4.3 CPU s of its children reported (`exhausted cpu_in_reaped_children 4.26`), the limit 2.
-- test_memory_summed_over_processes_is_bounded: error None; 1,392 MB held at once by 16 processes.
-- test_disk_is_bounded[disk, disk_in_tree]: error None; 8,200 MB allocated (fallocate) in ~1 s.
-- test_inodes_are_bounded: error None; 200,000 files made.
-- test_processes_are_bounded: error None (31 processes: RLIMIT_NPROC held them, unreported).
-- test_the_install_step_runs_under_the_runs_cpu_limit: error None; the install step ran its 10 CPU s
-  (the install got 900 CPU s whatever the run's limit).
-- test_an_agents_command_*: the CPU command ran to its end (not timed out, 4.3 CPU s reported, 0.3
-  counted, the episode's budget not spent); memory, disk, inode attacks ran to their end; ProcessResult
-  has no `limit`.
-- test_root_refuses_an_over_large_agent_tree: the diff of 40,000 files and its judging took N s.
-- test_the_host_is_as_it_was: passes (nothing was left behind before issue 57 either; it guards what
-  the kernel limits add: cgroups and mounts).
+How each failed on the code before issue 57 (c7a622e; root, bwrap, 2 cores shared with other jobs at
+a load average of 5-7; 20 tests, 1m56s with tests/test_agent_forgery.py):
+- test_cpu_hidden_in_reaped_children_is_counted: error None (the run ended by itself): its children
+  reported 4.24 CPU s, the limit 2.
+- test_memory_summed_over_processes_is_bounded: error None; 1,392 MB held at once (VmRSS summed).
+- test_disk_is_bounded[disk, disk_in_tree]: error None; 8,200 MB allocated in about 1.5 s each.
+- test_inodes_are_bounded: error None; 200,000 files made in /tmp.
+- test_processes_are_bounded: error None (31 processes: RLIMIT_NPROC held them, and nothing said so).
+- test_the_install_step_runs_under_the_runs_cpu_limit: error None after the install step's 10 CPU s
+  (26 s of wall clock): the install step got 900 CPU s whatever the run's limit.
+- test_an_agents_command_with_cpu_in_reaped_children_is_killed: not timed out, 4.24 CPU s reported.
+- test_an_agents_hidden_cpu_counts_against_the_episodes_budget: 0.29 CPU s counted of 4.23.
+- test_an_agents_command_over_a_limit_says_which[memory, processes, disk, inodes_in_tmp]: 1,136 MB
+  held; 31 processes and no `limit` on ProcessResult; 8,200 MB; 200,000 files.
+- test_root_refuses_an_over_large_agent_tree: 20,000 files diffed and judged, 13.6 s.
+- test_the_host_is_as_it_was passes there (nothing was left behind before either); it guards what
+  kernel limits add (cgroups, mounts, file systems per run).
 Fixtures `repos`, `open_dir`, `options`: tests/conftest.py.
 """
 import concurrent.futures
@@ -78,7 +83,9 @@ INSTALL_SPECS = {**SPECS, "tidewater/ledgerly": dataclasses.replace(SPECS["tidew
 CPU_LIMIT = 2.0
 WALL = 120.0  # far out: only the limit under test stops an attack
 SMALL = Limits(timeout_s=CPU_LIMIT, wall_timeout_s=WALL, memory_mb=192, file_size_mb=128, max_processes=32)
-ATTEMPTED = {"disk": 8200, "disk_in_tree": 8200, "inodes_in_tmp": 200000, "processes": 200}  # what each tries
+# What each attack tries for (MB, MB, files, processes; memory: the MB of its blocks alone, 16 x 64).
+ATTEMPTED = {"disk": 8200, "disk_in_tree": 8200, "inodes_in_tmp": 200000, "processes": 200,
+             "memory_over_processes": 1024}
 INSTALL_CPU_S = 10.0
 TREE_FILES = 20000
 RUN_ATTACKS = ("cpu_in_reaped_children", "memory_over_processes", "disk", "disk_in_tree", "inodes_in_tmp",
@@ -95,7 +102,8 @@ def _reported(output: str, attack: str):
 def _ours(pid: str, work: bytes) -> bool:
     """A process of these tests' runs: its environment (HOME, TMPDIR) or working directory is in `work`."""
     try:
-        return work in Path(f"/proc/{pid}/environ").read_bytes() or os.readlink(f"/proc/{pid}/cwd").encode().startswith(work)
+        return (work in Path(f"/proc/{pid}/environ").read_bytes()
+                or os.readlink(f"/proc/{pid}/cwd").encode().startswith(work))
     except OSError:
         return False
 
@@ -105,9 +113,9 @@ def _host(work: Path) -> dict:
     key = str(work).encode()
     ipc = []
     for kind in ("shm", "msg", "sem"):
-        lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
-        header = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[0].split()
-        ipc += [f"{kind}: {line}" for line in lines if UID_BASE <= int(line.split()[header.index("uid")]) < UID_BASE + UID_SLOTS]
+        header, *lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        uid = header.split().index("uid")
+        ipc += [f"{kind}: {line}" for line in lines if UID_BASE <= int(line.split()[uid]) < UID_BASE + UID_SLOTS]
     cgroups = set()
     for root, dirs, _ in os.walk("/sys/fs/cgroup"):
         cgroups.update(os.path.join(root, d) for d in dirs if not os.path.islink(os.path.join(root, d)))
@@ -261,8 +269,8 @@ def _over_large_tree(repos, options, work):
         start = time.perf_counter()
         try:
             patch, refused = env.submission(), False
-        except SetupError as e:
-            patch, refused = "", e.kind == "diff_failed"
+        except SetupError:
+            patch, refused = "", True
         if patch:
             make_judge(config, RepoLocator(repos), SPECS, options.env, work)(CONFIGLET, patch)
         return made.text, time.perf_counter() - start, refused
@@ -307,25 +315,26 @@ def test_an_agents_hidden_cpu_counts_against_the_episodes_budget(episodes):
 @pytest.mark.parametrize("name,kind", [("memory", "memory"), ("processes", "processes"), ("disk", "disk"),
                                        ("inodes_in_tmp", "disk")])
 def test_an_agents_command_over_a_limit_says_which(episodes, name, kind):
+    """Stopped short of what it tried for (killed, or refused by the kernel), the limit named in the
+    result, and the observation (without the command's own output) saying which."""
     observation, result, _ = episodes[name]
     attack = AGENT_ATTACKS[name][0]
     got = _reported(result.output, attack)
-    assert got is None or attack not in ATTEMPTED or got < ATTEMPTED[attack], result.output[-500:]
-    if attack == "memory_over_processes":
-        assert got is None, result.output[-500:]  # killed before all its children held their memory
+    assert got is None or got < ATTEMPTED[attack], result.output[-500:]
     assert _limit(result) == kind, (_limit(result), result.output[-500:])
+    note = observation.text.replace(result.output.rstrip("\n"), "")
     word = {"processes": "process"}.get(kind, kind)
-    assert re.search(rf"\b{word}", observation.text, re.I) and re.search(r"\blimit\b", observation.text, re.I), \
-        observation.text[-600:]
+    assert re.search(rf"\b{word}", note, re.I) and re.search(r"\blimit\b", note, re.I), note[-600:]
 
 
 def test_root_refuses_an_over_large_agent_tree(episodes):
     """Root's diff (and the judge of what it gives) of a tree of 20,000 new files: refused before it
-    walks them, or the tree never got that big; either way done in seconds, not tens of them."""
+    walks them, or the tree never got that big; either way done in seconds, not tens of them (the
+    sample's gold episode is diffed and judged in about one)."""
     made, seconds, refused = episodes["tree"]
     count = re.search(r"^(\d+)$", made, re.M)
     assert refused or (count is not None and int(count.group(1)) < TREE_FILES), (made[-300:], seconds)
-    assert seconds < 5.0, seconds
+    assert seconds < 10.0, seconds
 
 
 def test_the_host_is_as_it_was(before, after, runs, episodes):
