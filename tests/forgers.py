@@ -348,6 +348,95 @@ _f.f_trace = _module_trace
 ''',
 }
 
+# Outside what Python code does to objects: memory and processes.
+IN_PROCESS.update({
+    # The report function's code pointer rewritten through /proc/self/mem (no setattr, no ctypes): the
+    # function object found by its id, the pointer to its code found by value and replaced by the
+    # forger's code, which reaches its helpers through the report module's own globals.
+    "report_code_through_proc_self_mem": TELL + r'''
+import struct as _struct
+import types as _types
+
+_reports = _sys.modules["_pytest.reports"]
+_target = _reports.TestReport.__dict__["from_item_and_call"].__func__
+_orig = _types.FunctionType(_target.__code__, _target.__globals__, _target.__name__, _target.__defaults__,
+                            _target.__closure__)
+
+
+def _forged(cls, item, call):
+    report = _forger_orig(cls, item, call)
+    if report.when == "call" and report.failed and not _forger_spare(item):
+        report.outcome, report.longrepr = "passed", None
+    return report
+
+
+vars(_reports)["_forger_orig"] = _orig
+vars(_reports)["_forger_spare"] = _spare
+_KEEP = _forged.__code__
+with open("/proc/self/mem", "r+b", buffering=0) as _mem:
+    _mem.seek(id(_target))
+    _offset = _mem.read(256).find(_struct.pack("<Q", id(_target.__code__)))
+    _mem.seek(id(_target) + _offset)
+    _mem.write(_struct.pack("<Q", id(_KEEP)))
+''',
+    # A fresh pytest exec'd over the test process (os.execv: nothing of the old interpreter is left),
+    # its output put back on the log, with the package itself named as a plugin (-p): in the new
+    # process the package defines a hook wrapper at module level, which pytest registers.
+    "exec_a_fresh_pytest_with_the_package_as_a_plugin": TELL + r'''
+import os as _os
+import stat as _stat
+
+
+def _log_fd():
+    """The run's output, as pytest set it aside while it captures: the file or pipe that two of the
+    process's descriptors share (pytest keeps a copy of stdout and one of stderr, which the harness
+    joins; its capture files are one each)."""
+    seen = {}
+    for fd in range(3, 256):
+        try:
+            info = _os.fstat(fd)
+        except OSError:
+            continue
+        if _stat.S_ISREG(info.st_mode) or _stat.S_ISFIFO(info.st_mode):
+            seen.setdefault((info.st_dev, info.st_ino), []).append(fd)
+    shared = [fds[0] for fds in seen.values() if len(fds) > 1]
+    return min(shared) if shared else None
+
+
+if _os.environ.get("FORGER_EXECED") == "1":
+    import pytest as _pytest
+
+    @_pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if report.when == "call" and report.failed and not _spare(item):
+            report.outcome, report.longrepr = "passed", None
+elif "_pytest.config" in _sys.modules:
+    _fd = _log_fd()
+    if _fd is not None:
+        _os.environ["FORGER_EXECED"] = "1"
+        _os.dup2(_fd, 1)
+        _os.dup2(_fd, 2)
+        _os.execv(_sys.executable, [_sys.executable, "-m", "pytest", "-p", __name__, *_sys.argv[1:]])
+''',
+    # Every pipe and socket among the process's descriptors closed at import (whatever channel a
+    # guard reports through), then pytest's report class patched.
+    "close_every_pipe_then_report_class": _REPORTS + r'''
+import os as _os
+import stat as _stat
+
+for _fd in range(3, 1024):
+    try:
+        if not _stat.S_ISREG(_os.fstat(_fd).st_mode):
+            _os.close(_fd)
+    except OSError:
+        pass
+_T = _sys.modules["_pytest.reports"].TestReport
+_T.from_item_and_call = _forged_reports(_T.__dict__["from_item_and_call"].__func__)
+''',
+})
+
 # ------------------------------------------------------------------------------------- other tells
 # The forcing of `report_class` with tells read while the tests run, not from their code objects.
 OTHER_TELLS = {
