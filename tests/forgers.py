@@ -283,6 +283,33 @@ for _o in _gc.get_objects():
         _register(_o)
         break
 ''',
+    # ... the collector imported and called by names built at run time.
+    "hook_through_gc_objects_computed": _PLUGIN + r'''
+_collector = __import__("".join(["g", "c"]))
+for _o in getattr(_collector, "get_" + "objects")():
+    if type(_o).__name__ == "Con" + "fig" and type(_o).__module__ == "_py" + "test.config":
+        _register(_o)
+        break
+''',
+    # ... the main thread's frames walked from another thread (sys._current_frames).
+    "hook_through_current_frames_in_a_thread": _PLUGIN + r'''
+import threading as _th
+
+
+def _walk(main):
+    frame = _sys._current_frames()[main]
+    while frame is not None:
+        config = frame.f_locals.get("config")
+        if type(config).__name__ == "Config":
+            _register(config)
+            return
+        frame = frame.f_back
+
+
+_t = _th.Thread(target=_walk, args=(_th.get_ident(),))
+_t.start()
+_t.join()
+''',
     # ... through the objects that refer to pytest's Config class (its instances).
     "hook_through_gc_referrers": _PLUGIN + r'''
 import gc as _gc
@@ -378,6 +405,38 @@ with open("/proc/self/mem", "r+b", buffering=0) as _mem:
     _offset = _mem.read(256).find(_struct.pack("<Q", id(_target.__code__)))
     _mem.seek(id(_target) + _offset)
     _mem.write(_struct.pack("<Q", id(_KEEP)))
+''',
+    # ... through the memory of the test process written by a helper process that runs no Python at
+    # all (coreutils' dd on /proc/<pid>/mem, allowed to a process of the same user): in the test
+    # process itself, two process spawns are all that happens.
+    "report_code_rewritten_by_a_helper_process": TELL + r'''
+import os as _os
+import struct as _struct
+import subprocess as _subprocess
+import types as _types
+
+_reports = _sys.modules["_pytest.reports"]
+_target = _reports.TestReport.__dict__["from_item_and_call"].__func__
+_orig = _types.FunctionType(_target.__code__, _target.__globals__, _target.__name__, _target.__defaults__,
+                            _target.__closure__)
+
+
+def _forged(cls, item, call):
+    report = _forger_orig(cls, item, call)
+    if report.when == "call" and report.failed and not _forger_spare(item):
+        report.outcome, report.longrepr = "passed", None
+    return report
+
+
+vars(_reports)["_forger_orig"] = _orig
+vars(_reports)["_forger_spare"] = _spare
+_KEEP = _forged.__code__
+_mem = "/proc/%d/mem" % _os.getpid()
+_raw = _subprocess.run(["dd", "if=" + _mem, "bs=8", "skip=%d" % (id(_target) // 8), "count=32", "status=none"],
+                       capture_output=True, check=True).stdout
+_offset = _raw.find(_struct.pack("<Q", id(_target.__code__)))
+_subprocess.run(["dd", "of=" + _mem, "bs=8", "seek=%d" % ((id(_target) + _offset) // 8), "count=1",
+                 "conv=notrunc", "status=none"], input=_struct.pack("<Q", id(_KEEP)), check=True)
 ''',
     # A fresh pytest exec'd over the test process (os.execv: nothing of the old interpreter is left),
     # its output put back on the log, with the package itself named as a plugin (-p): in the new

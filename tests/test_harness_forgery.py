@@ -21,9 +21,12 @@ instance scored resolved by changing what the test process reports. Classes:
    unittest's TestCase.run and _callTestMethod: the sentinels use none of them, so no tell is
    needed); without touching pytest, the code under test returning a float equal to everything
    where it used to raise (every `==` the tests assert holds); below Python's objects, the report
-   function's code pointer rewritten through /proc/self/mem; a fresh pytest exec'd over the test
-   process with the package named as a plugin (nothing of the old interpreter left); every pipe
-   and socket of the process closed (whatever channel a guard reports through) before a patch.
+   function's code pointer rewritten through /proc/self/mem, or by a helper process that runs no
+   Python (`dd` on /proc/<pid>/mem of its parent: the test process itself only spawns it); a fresh
+   pytest exec'd over the test process with the package named as a plugin (nothing of the old
+   interpreter left); every pipe and socket of the process closed (whatever channel a guard
+   reports through) before a patch; frames walked from another thread, the collector imported and
+   called by computed names.
    Forgers: tests/forgers.py.
 3. The log: rewritten from inside at exit or at shutdown (seek, read, truncate, write; the log
    found through /proc/self/fd then os._exit; mmap in place; pwrite from a thread that outlives the
@@ -46,14 +49,14 @@ harness test (sentinel) reports no `forgery_bound`, and every record says whethe
 `guarded` (issue 57's record fields).
 
 How each failed on the code before issue 57 (c7a622e; root, bwrap, a 2-core machine shared with
-other jobs at a load average of 4-9; 56 tests, all fail, 40 s):
+other jobs at a load average of 4-9; 59 tests, all fail, 40 s):
 - test_sentinels_missing_resolve_nothing[marked_no_tell, marked_file_tell]: resolved FULL (error
   None, FAIL_TO_PASS PASSED): the marked file got no sentinel (a new module nobody collects), or
   every must-fail sentinel went into the unmarked file.
 - test_no_forgery_bound_without_sentinels_in_the_log[control_marked, marked_no_tell]:
   `forgery_bound` 0.0909 (1/11) though the log names no test but the instance's own.
 - test_every_record_says_whether_the_run_was_guarded: KeyError 'guarded' (no such field).
-- test_a_forger_in_the_test_process_resolves_nothing[...]: every one of the 38 forgers resolved
+- test_a_forger_in_the_test_process_resolves_nothing[...]: every one of the 41 forgers resolved
   FULL (error None, the FAIL_TO_PASS test PASSED, every sentinel with its own outcome).
 - test_the_log_rewritten_from_inside_resolves_nothing[...]: each of the 6 resolved FULL (the
   harness read the forged summary; the sentinels' FAILED lines kept).
