@@ -29,7 +29,7 @@ than 200,000 inodes, the install step's CPU limit is below 5 times the run's, an
 limit is below 5 times `memory_mb`; each attack goes past these.
 
 How each failed on the code before issue 57 (c7a622e; root, bwrap, 2 cores shared with other jobs at
-a load average of 5-7; 20 tests, 1m56s with tests/test_agent_forgery.py):
+a load average of 5-7; 15 tests, 14 fail; 1m56s together with tests/test_agent_forgery.py's 6):
 - test_cpu_hidden_in_reaped_children_is_counted: error None (the run ended by itself): its children
   reported 4.24 CPU s, the limit 2.
 - test_memory_summed_over_processes_is_bounded: error None; 1,392 MB held at once (VmRSS summed).
