@@ -531,7 +531,9 @@ def test_sentinels_are_the_files_own_tests_and_report_as_planned(tmp_path, monke
         if isinstance(first, ast.Assign):
             made.append(ast.unparse(first.value))
             assert made[-1] in calls, made
-        assert re.fullmatch(r"assert (not (\w+) is \2|(\S+) is not (\w+))", ast.unparse(last)), ast.unparse(last)
+        # An identity, or equality with two unequal constants the host compares results with.
+        assert re.fullmatch(r"assert (not (\w+) is \2|(\S+) is not (\w+))", ast.unparse(last)) or re.fullmatch(
+            r"assert (\w+) == ('\{\}'|'1'|'y') and \1 == ('\{\}'|'1'|'y')", ast.unparse(last)), ast.unparse(last)
         assert "object()" not in ast.unparse(node) and "pytest." not in ast.unparse(node)
     assert len(set(made)) >= 3  # this seed drew three different calls
     statuses = parse_pytest_summary(out)
@@ -592,3 +594,37 @@ def test_the_environments_plugins_are_named_and_nothing_else_autoloads(tmp_path)
     assert AUTOLOAD_OFF == {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     assert runs_pytest(["python", "-X", "dev", "-m", "pytest", "-rA"]) and runs_pytest(["/env/bin/pytest"])
     assert not runs_pytest(["./tests/runtests.py", "--verbosity", "2"]) and not runs_pytest(["bin/test", "-C"])
+
+
+def test_a_sentinel_catches_an_object_equal_to_everything_where_the_fix_belongs(tmp_path, monkeypatch):
+    """A package that returns, where the FAIL_TO_PASS test's call used to raise, an object equal to
+    everything makes that test's comparison hold without forging anything. The first must-fail
+    sentinel of the test's file makes that test's own call and checks equality with two unequal
+    constants the file compares with: it passes, and the run is tampered; against the honest package
+    it fails as planned. Whatever the seed: three of them."""
+    import random
+
+    from swe_rl_jax.harness import pytestguard
+    from swe_rl_jax.harness.logformats import parse_pytest_summary
+    from swe_rl_jax.harness.pytestguard import place_sentinels
+
+    host = ("from pkg import parse\n\n\ndef test_plain():\n    assert parse('1') == 1\n\n\n"
+            "def test_words():\n    assert parse('one') == 'x'\n\n\ndef test_fixed():\n    assert parse('bad') == 2\n")
+    honest = "def parse(text):\n    if text == 'bad':\n        raise ValueError(text)\n    return int(text) if text.isdigit() else text\n"
+    forged = honest.replace("raise ValueError(text)", "return Equal()") + (
+        "\n\nclass Equal(float):\n    def __eq__(self, other):\n        return True\n\n    __hash__ = float.__hash__\n")
+    for seed in range(3):
+        monkeypatch.setattr(pytestguard, "_RANDOM", random.Random(seed))
+        outcomes = {}
+        for name, package in (("honest", honest), ("forged", forged)):
+            root = tmp_path / f"{seed}-{name}"
+            (root / "pkg").mkdir(parents=True)
+            (root / "pkg" / "__init__.py").write_text(package)
+            (root / "tests").mkdir()
+            (root / "tests" / "test_p.py").write_text(host)
+            sentinels = place_sentinels(root, ["pytest", "tests/test_p.py"], ["tests/test_p.py::test_fixed"],
+                                        max_failing=1)
+            out = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_p.py"],
+                                 cwd=root, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)}).stdout
+            outcomes[name] = sentinels.tampering(parse_pytest_summary(out), 1, out)
+        assert outcomes["honest"] is None and "must fail" in outcomes["forged"], (seed, outcomes)

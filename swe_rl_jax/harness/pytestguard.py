@@ -47,7 +47,7 @@ import secrets
 import sys
 import tokenize
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Collection, Iterator, Mapping, Optional, Sequence
 
 from swe_rl_jax.data.pysource import parse_source
 from swe_rl_jax.harness.logformats import pytest_summary_sections
@@ -259,33 +259,54 @@ def _literal(node: ast.AST) -> bool:
     return False
 
 
-def _test_calls(tree: ast.Module, names: Sequence[str]) -> list[str]:
-    """The calls into the package (`names`) that the file's test functions make with literal arguments
-    only (`_literal`), as written there: what a must-fail sentinel calls."""
-    out: list[str] = []
+def _test_functions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
+    """(name, node) of the file's test functions, methods of its test classes included."""
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-            for call in (c for c in ast.walk(node) if isinstance(c, ast.Call)):
-                root = call.func
-                while isinstance(root, ast.Attribute):
-                    root = root.value
-                if (isinstance(root, ast.Name) and root.id in names and all(_literal(a) for a in call.args)
-                        and all(k.arg is not None and _literal(k.value) for k in call.keywords)):
-                    out.append(ast.unparse(call))
-    return list(dict.fromkeys(out))
+            yield node.name, node
+
+
+def _test_calls(tree: ast.Module, names: Sequence[str], graded: Collection[str]) -> tuple[list[str], list[str]]:
+    """The calls into the package (`names`) that the file's test functions make with literal arguments
+    only (`_literal`), as written there: what a must-fail sentinel calls; and those of them that the
+    tests named in `graded` make (the FAIL_TO_PASS tests: what a patch is to change)."""
+    calls: list[str] = []
+    graded_calls: list[str] = []
+    for test, node in _test_functions(tree):
+        for call in (c for c in ast.walk(node) if isinstance(c, ast.Call)):
+            root = call.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if (isinstance(root, ast.Name) and root.id in names and all(_literal(a) for a in call.args)
+                    and all(k.arg is not None and _literal(k.value) for k in call.keywords)):
+                calls.append(ast.unparse(call))
+                if test in graded:
+                    graded_calls.append(calls[-1])
+    return list(dict.fromkeys(calls)), list(dict.fromkeys(graded_calls))
+
+
+def _expected_values(tree: ast.Module) -> list[str]:
+    """Constants the file's tests compare results with (`assert x == 3600`), pairwise unequal, as written."""
+    found: dict[object, str] = {}
+    for _, node in _test_functions(tree):
+        for compare in (c for c in ast.walk(node) if isinstance(c, ast.Compare)):
+            for op, right in zip(compare.ops, compare.comparators):
+                if isinstance(op, ast.Eq) and isinstance(right, ast.Constant) and right.value is not None:
+                    if not any(right.value == v for v in found):  # 1 and True, 5 and 5.0 are one value
+                        found[right.value] = ast.unparse(right)
+    return list(found.values())
 
 
 def _test_callees(tree: ast.Module, names: Sequence[str]) -> list[str]:
     """What the file's test functions call that starts from one of `names` (`parse`, `mod.Config`)."""
     out: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-            for call in (c for c in ast.walk(node) if isinstance(c, ast.Call)):
-                root = call.func
-                while isinstance(root, ast.Attribute):
-                    root = root.value
-                if isinstance(root, ast.Name) and root.id in names:
-                    out.append(ast.unparse(call.func))
+    for _, node in _test_functions(tree):
+        for call in (c for c in ast.walk(node) if isinstance(c, ast.Call)):
+            root = call.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in names:
+                out.append(ast.unparse(call.func))
     return list(dict.fromkeys(out))
 
 
@@ -332,6 +353,19 @@ def _insertion_lines(tree: ast.Module, n_lines: int) -> list[int]:
     return [*starts, n_lines]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Offer:
+    """What a test file offers its sentinels, read once (`place_sentinels`)."""
+
+    words: list[str]  # of its test names
+    names: list[str]  # it imports from the package under test
+    calls: list[str]  # its tests' calls into the package with literal arguments
+    graded_calls: list[str]  # those its FAIL_TO_PASS tests make
+    callees: list[str]  # what its tests call in the package
+    expected: list[str]  # constants its tests compare results with
+    places: list[int]  # where a top-level function may go
+
+
 @dataclasses.dataclass
 class _TestFile:
     path: str
@@ -365,21 +399,31 @@ def _new_name(words: list[str], taken: set[str]) -> str:
             return name
 
 
-def _function(name: str, must_pass: bool, names: Sequence[str], calls: Sequence[str], callees: Sequence[str]) -> str:
+def _function(name: str, must_pass: bool, offer: _Offer, first: bool) -> str:
     """A sentinel: must pass, an identity over a name the file imports; must fail, mostly a call into
-    the package as one of the file's tests makes it (`calls`: its literal arguments as written), else
-    with no arguments at all (`callees`), then an identity that cannot hold over what it returned (a
-    call that raises fails there, as real failing tests do); without either, the identity alone.
-    Nothing of the harness's own is in them: no argument, no statement that all of them share."""
+    the package as one of the file's tests makes it (its literal arguments as written), else with no
+    arguments at all, then what cannot hold of what it returned: an identity (`is` cannot be
+    overloaded), or, where the file compares results with two unequal constants, equality with both
+    (an object equal to everything makes a test's comparisons hold, and this one too). The `first`
+    must-fail sentinel of a file makes a call of its FAIL_TO_PASS tests, where it can, and checks
+    equality: what a patch is to change is where a forger would return such an object. A call that
+    raises fails there, as real failing tests do. Nothing of the harness's own is in them: no
+    argument, no statement that all of them share."""
     local = _RANDOM.choice(_LOCALS)
     if must_pass:
-        return f"def {name}():\n{_RANDOM.choice(_PASSING_BODIES).format(n=_RANDOM.choice(names), v=local)}\n\n"
-    # The file's own calls three times as likely as a call without arguments.
-    weighted = [c for c in calls for _ in range(3)] + [f"{c}()" for c in callees]
-    call = _RANDOM.choice(weighted) if weighted else ""
+        return f"def {name}():\n{_RANDOM.choice(_PASSING_BODIES).format(n=_RANDOM.choice(offer.names), v=local)}\n\n"
+    if first and offer.graded_calls:
+        call = _RANDOM.choice(offer.graded_calls)
+    else:  # the file's own calls, its FAIL_TO_PASS tests' thrice as likely, three times a call without arguments
+        weighted = [*offer.calls, *offer.graded_calls, *offer.graded_calls]
+        weighted = [c for c in weighted for _ in range(3)] + [f"{c}()" for c in offer.callees]
+        call = _RANDOM.choice(weighted) if weighted else ""
     body = f"    {local} = {call}\n" if call else ""
     other = _RANDOM.choice([v for v in _LOCALS if v != local])
-    end = _RANDOM.choice(_FAILING_ENDS).format(x=local if call else _RANDOM.choice(names), v=other)
+    if call and len(offer.expected) >= 2 and (first or _RANDOM.random() < 0.5):
+        one, two = _RANDOM.sample(list(offer.expected), 2)
+        return f"def {name}():\n{body}    assert {local} == {one} and {local} == {two}\n\n"
+    end = _RANDOM.choice(_FAILING_ENDS).format(x=local if call else _RANDOM.choice(offer.names), v=other)
     return f"def {name}():\n{body}{end}\n\n"
 
 
@@ -420,21 +464,23 @@ def place_sentinels(worktree: Path, directives: Sequence[str], fail_to_pass: Seq
                    for root in import_roots if unsafe_path_reason(posixpath.join(root, top) if root else top, worktree)
                    is None)
 
-    # What each file offers a sentinel, read once: the words of its test names, the names it imports
-    # from the package, the starts of its tests, where a top-level function may go.
     offers = {}
     for f in files:
         names = _package_names(f.tree, is_package) or ["__name__"]
         callable_names = _callable_names(f.tree, names)
-        offers[f.path] = (_test_words(f.tree), names, _test_calls(f.tree, callable_names),
-                          _test_callees(f.tree, callable_names), _insertion_lines(f.tree, len(f.lines)))
+        graded_here = {t.rsplit("::", 1)[-1].split("[", 1)[0] for t in fail_to_pass if _same_file(_file_of(t), f.path)}
+        calls, graded_calls = _test_calls(f.tree, callable_names, graded_here)
+        offers[f.path] = _Offer(_test_words(f.tree), names, calls, graded_calls, _test_callees(f.tree, callable_names),
+                                _expected_values(f.tree), _insertion_lines(f.tree, len(f.lines)))
     inserts: dict[str, dict[int, list[str]]] = {f.path: {} for f in files}
-    sentinels = []
+    sentinels, firsts = [], set()
     for must_pass, target in plan:
-        words, names, calls, callees, places = offers[target.path]
-        name = _new_name(words, taken)
-        text = _function(name, must_pass, names, calls, callees).replace("\n", target.newline)
-        inserts[target.path].setdefault(_RANDOM.choice(places), []).append(text)
+        first = not must_pass and target.path not in firsts
+        firsts.update([target.path] if first else [])
+        offer = offers[target.path]
+        name = _new_name(offer.words, taken)
+        text = _function(name, must_pass, offer, first).replace("\n", target.newline)
+        inserts[target.path].setdefault(_RANDOM.choice(offer.places), []).append(text)
         sentinels.append(Sentinel(target.path, name, must_pass))
     for f in files:
         if not inserts[f.path]:
