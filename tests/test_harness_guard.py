@@ -199,3 +199,94 @@ def test_trusted_files_are_git_blob_ids_of_what_the_harness_wrote(tmp_path):
     expected = subprocess.run(["git", "hash-object", str(tmp_path / "a" / "m.py")], capture_output=True,
                               text=True).stdout.strip()
     assert got == {"a/m.py": expected} == {"a/m.py": blob_id(b"x = 1\n")}
+
+
+SUITE = '''import pytest
+from pkg import f
+
+
+def test_pass():
+    assert f() == 1
+
+
+def test_fail():
+    assert f() == 2
+
+
+@pytest.mark.xfail
+def test_xfail():
+    assert f() == 3
+
+
+def test_skip():
+    pytest.skip("skipped by the test itself")
+
+
+class TestKind:
+    def test_method(self, tmp_path):
+        assert f() == 1
+'''
+# The oldest pytest of the built-in spec table's era on the oldest guarded Python, and the sample's.
+PYTESTS = {"4.6-py3.8": ("python3.8", ("atomicwrites==1.4.1", "attrs==25.3.0", "more-itertools==10.5.0",
+                                        "packaging==26.2", "pluggy==0.13.1", "py==1.11.0", "pytest==4.6.11",
+                                        "six==1.17.0", "wcwidth==0.8.5")),
+           "8.4-py3.11": ("", ("pytest==8.4.2", "pluggy==1.6.0", "iniconfig==2.3.0", "packaging==26.3",
+                               "pygments==2.21.0"))}
+
+
+@pytest.mark.parametrize("version", sorted(PYTESTS))
+def test_the_plugin_backs_what_pytest_reports_on_old_and_new_pytest(tmp_path_factory, version):
+    """pytest run with the guard's plugin (`-p _swe_rl_jax_guard`), as run_tests runs it: every status the
+    log's -rA summary names is one pytest reported, each backed by what the guard saw the phase do (a
+    pass, a failure, an xfail, a skip raised by the test itself, a method with a fixture)."""
+    from swe_rl_jax.harness.environments import EnvironmentOptions, ensure_environment
+    from swe_rl_jax.harness.guard import PLUGIN
+    from swe_rl_jax.harness.logformats import parse_log
+    from swe_rl_jax.harness.specs import EnvironmentSpec
+
+    python, requirements = PYTESTS[version]
+    if python and not sorted(Path("/root/.pyenv/versions").glob(f"{python[6:]}.*/bin/python")):
+        pytest.skip(f"{python} is not installed here")
+    env = ensure_environment(EnvironmentSpec(requirements=requirements, python=python),
+                             EnvironmentOptions(cache_dir=str(tmp_path_factory.mktemp("envs"))))
+    root = tmp_path_factory.mktemp("suite")
+    worktree = root / "tree"
+    (worktree / "pkg").mkdir(parents=True)
+    (worktree / "tests").mkdir()
+    (worktree / "pkg" / "__init__.py").write_text("def f():\n    return 1\n")
+    (worktree / "tests" / "test_a.py").write_text(SUITE)
+    (root / "scratch").mkdir()
+    with start_guard(root / "scratch", worktree, trusted_files(worktree, []), ["tests/test_a.py"],
+                     [env.site_packages()]) as guard:
+        done = subprocess.run([str(env.python), "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_a.py",
+                               "-p", PLUGIN], cwd=worktree, pass_fds=guard.pass_fds, capture_output=True, text=True,
+                              env={**guard.env, "PATH": os.environ["PATH"], "HOME": str(root),
+                                   "PYTHONPATH": f"{guard.directory}:{worktree}", "PYTHONDONTWRITEBYTECODE": "1"})
+        report = guard.report()
+    logged = parse_log("pytest", done.stdout)
+    assert done.returncode == 1 and report.guarded and report.tampering(logged, True) is None, (done.stdout[-2000:],
+                                                                                                report)
+    assert report.reported == {"tests/test_a.py::test_pass": "PASSED", "tests/test_a.py::test_fail": "FAILED",
+                               "tests/test_a.py::test_xfail": "XFAIL", "tests/test_a.py::test_skip": "SKIPPED",
+                               "tests/test_a.py::TestKind::test_method": "PASSED"}
+    assert {t: s for t, s in logged.items() if "::" in t} == {t: s for t, s in report.reported.items() if s != "SKIPPED"}
+    kinds = {t: {p: o.kind for p, o in seen.items()} for t, seen in report.observed.items()}
+    assert kinds["tests/test_a.py::test_skip"]["call"] == "skip" and kinds["tests/test_a.py::test_fail"]["call"] == "fail"
+    assert report.collected == list(report.reported)
+
+
+def test_the_frameworks_own_repository_runs_unguarded(tmp_path):
+    """pytest's or pluggy's own work tree runs the session with its patched files: no guard vouches for a
+    runner that is the code under test (docs/HARNESS.md, "Who is covered")."""
+    from swe_rl_jax.harness.runner import _framework_under_test
+
+    for layout in ("src/_pytest", "_pytest", "src/pluggy", "lib/pytest"):
+        tree = tmp_path / layout.replace("/", "-")
+        (tree / layout).mkdir(parents=True)
+        (tree / layout / "__init__.py").write_text("")
+        assert _framework_under_test(tree, ["lib"] if layout.startswith("lib") else []), layout
+    plain = tmp_path / "plain"
+    (plain / "src" / "flask").mkdir(parents=True)
+    (plain / "src" / "flask" / "__init__.py").write_text("")
+    (plain / "tests" / "pytest").mkdir(parents=True)  # a directory of that name without a package is no framework
+    assert not _framework_under_test(plain, [])

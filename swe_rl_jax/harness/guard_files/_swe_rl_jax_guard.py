@@ -96,11 +96,15 @@ def _observe(item, phase, outcome):
     if excinfo is None:
         _audit("swe_rl_jax.guard", "O", item.nodeid, phase, "ok", _test_function(item) if phase == "call" else "")
         return
-    kind_name = excinfo[0].__name__
-    module = getattr(excinfo[0], "__module__", "") or ""
+    import unittest
+
+    import pytest  # its outcome classes by identity: they name their module "builtins"
     kind = "fail"
-    if module.startswith(("_pytest", "pytest", "unittest")) and kind_name in ("Skipped", "SkipTest", "XFailed", "Exit"):
-        kind = {"Skipped": "skip", "SkipTest": "skip", "XFailed": "xfail", "Exit": "exit"}[kind_name]
+    for name, classes in (("skip", (pytest.skip.Exception, unittest.SkipTest)), ("xfail", (pytest.xfail.Exception,)),
+                          ("exit", (pytest.exit.Exception,))):
+        if issubclass(excinfo[0], classes):
+            kind = name
+            break
     origin = _raised_by(excinfo[2]) if kind != "fail" else (_test_function(item) if phase == "call" else "")
     _audit("swe_rl_jax.guard", "O", item.nodeid, phase, kind, origin)
 

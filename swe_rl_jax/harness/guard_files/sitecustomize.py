@@ -70,7 +70,18 @@ def _start():
     module_dict, class_dict = type(sys).__dict__["__dict__"].__get__, type.__dict__["__dict__"].__get__
     function_code = function_type.__dict__["__code__"].__get__
     writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    modules, sys_dict = sys.modules, vars(sys)
+    modules = sys.modules
+    import threading
+    import warnings
+    # What pytest itself swaps while a collection or a test phase runs (its capture of warnings, of
+    # exceptions in threads and of unraisable ones), whatever its plugins' order, and the last
+    # uncaught exception it records: none decides an outcome.
+    swapped_by_pytest = {
+        id(vars(sys)): frozenset(("excepthook", "unraisablehook", "displayhook", "breakpointhook", "last_type",
+                                  "last_value", "last_traceback", "last_exc")),
+        id(vars(warnings)): frozenset(("showwarning", "_showwarnmsg_impl", "_showwarning_orig", "formatwarning")),
+        id(vars(threading)): frozenset(("excepthook",)),
+    }
     # What a test could use as a tool and a forger replace: functions, classes, modules, descriptors.
     behaviour = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, types.MethodType, classmethod,
                  staticmethod, property, type(len.__call__), type(str.join), type(dict.__dict__["fromkeys"]))
@@ -282,6 +293,11 @@ def _start():
             flag(event, culprit, "")
 
     def on_actor(event, args, caller):
+        culprit = actor(caller)
+        if culprit is not None:
+            flag(event, culprit, "")
+
+    def on_native(event, args, caller):  # ctypes: no callback of the standard library's alone uses it either
         culprit = actor(caller) or arranged(caller)
         if culprit is not None:
             flag(event, culprit, "")
@@ -387,9 +403,9 @@ def _start():
 
     def bound(namespace):
         ids, held = {}, []
-        volatile = namespace is sys_dict  # sys.last_type and kin: the last uncaught exception, set by pytest
+        swapped = swapped_by_pytest.get(id_(namespace), ())
         for attr, value in list_(namespace.items()):
-            if type_(attr) is str_ and is_behaviour(type_(value)) and not (volatile and attr.startswith("last_")):
+            if type_(attr) is str_ and is_behaviour(type_(value)) and attr not in swapped:
                 ids[attr] = id_(value)
                 held.append(value)  # keeps the ids unique while the snapshot lives
         return ids, held
@@ -450,11 +466,11 @@ def _start():
         "sys.settrace": on_anywhere, "sys.setprofile": on_anywhere, "sys.monitoring.register_callback": on_anywhere,
         "sys.addaudithook": on_anywhere, "gc.get_objects": on_anywhere, "gc.get_referrers": on_anywhere,
         "gc.get_referents": on_anywhere, "sys._current_frames": on_anywhere, "sys._current_exceptions": on_anywhere,
-        "ctypes.dlopen": on_actor, "ctypes.dlsym": on_actor, "ctypes.dlsym/handle": on_actor,
-        "ctypes.addressof": on_actor, "ctypes.cdata": on_actor, "ctypes.cdata/buffer": on_actor,
-        "ctypes.create_string_buffer": on_actor, "ctypes.create_unicode_buffer": on_actor,
-        "ctypes.string_at": on_actor, "ctypes.wstring_at": on_actor, "ctypes.call_function": on_actor,
-        "ctypes.PyObj_FromPtr": on_actor, "ctypes.set_errno": on_actor, "ctypes.get_errno": on_actor,
+        "ctypes.dlopen": on_native, "ctypes.dlsym": on_native, "ctypes.dlsym/handle": on_native,
+        "ctypes.addressof": on_native, "ctypes.cdata": on_native, "ctypes.cdata/buffer": on_native,
+        "ctypes.create_string_buffer": on_native, "ctypes.create_unicode_buffer": on_native,
+        "ctypes.string_at": on_native, "ctypes.wstring_at": on_native, "ctypes.call_function": on_native,
+        "ctypes.PyObj_FromPtr": on_native, "ctypes.set_errno": on_native, "ctypes.get_errno": on_native,
         "sys._getframe": on_reader, "object.__getattr__": on_getattr, "object.__setattr__": on_setattr,
         "code.__new__": on_actor, "function.__new__": on_actor, "marshal.loads": on_marshal, "compile": on_compile,
         "swe_rl_jax.guard": on_record,
