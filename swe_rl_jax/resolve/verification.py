@@ -249,8 +249,7 @@ class Verifier:
         self.limits = Limits(timeout_s=config.timeout_s, memory_mb=config.memory_mb,
                              max_processes=config.max_processes, wall_timeout_s=config.wall_timeout_s)
         self.cache = TestCache(output_file(cache_path, "verification.cache"))
-        self.harness = dict(limits=self.limits, install_timeout_s=self.env_options.build_timeout_s,
-                            isolation=self.isolation, work_dir=self.work_dir,
+        self.harness = dict(limits=self.limits, isolation=self.isolation, work_dir=self.work_dir,
                             history_root=self.env_options.history_root())
 
     def steps(self, inst: Instance, candidates: Sequence[Candidate],
