@@ -79,7 +79,7 @@ class VerificationConfig:
     workers: int = 2  # test runs at once
     timeout_s: float = 600.0  # CPU seconds per test run (all its processes)
     wall_timeout_s: float = 0.0  # wall-clock backstop per run; 0 = 3 x timeout_s (harness/sandbox.py)
-    memory_mb: int = 4096  # address space per process of a run
+    memory_mb: int = 4096  # memory of a run's processes together (and each one's address space)
     max_processes: int = 256  # processes of the sandbox user (namespace modes)
     cache: str = ""  # default: <out stem>.tests.jsonl next to `out`
     env_cache: str = ""  # the harness's environment cache (as `evaluate --env-cache`)
