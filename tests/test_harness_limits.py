@@ -41,6 +41,7 @@ from swe_rl_jax.data.sample import SAMPLE_DIR, run_isolated_git
 from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.harness import Limits, ensure_environment, evaluate_predictions, load_specs, run_tests, spec_for
 from swe_rl_jax.harness import cgroups
+from swe_rl_jax.harness import sandbox as sandbox_module
 from swe_rl_jax.harness.leftovers import owner_tag
 from swe_rl_jax.harness.runfs import mount_run_fs, release_run_fs, run_fs_available
 from swe_rl_jax.harness.sandbox import (View, isolation_mode, kernel_limits, prepare_sandbox, run_isolated,
@@ -156,11 +157,24 @@ def _run(sandbox, script: str, limits: Limits, isolation: str = MODE, shell: boo
 def test_cpu_of_children_the_kernel_reaps_counts_toward_the_limit(sandbox, isolation):
     """Before, only /proc's living processes were counted: these children's time vanished as they
     exited, and the run went on to the wall-clock backstop (3x) on two cores."""
-    result = _run(sandbox, HIDDEN_CPU.replace("@@TICKS@@", "1000"), Limits(timeout_s=2), isolation)
+    result = _run(sandbox, HIDDEN_CPU.replace("@@TICKS@@", "1000"), Limits(timeout_s=2, wall_timeout_s=60), isolation)
     ticks = result.output.count("tick")
     assert result.timed_out and result.limit == "cpu" and result.returncode is None, result
     # The children's own clocks: 2 CPU s is 20 ticks, less the parent's and the sandbox's own time.
     assert 15 <= ticks <= 20 and ticks * TICK_S <= result.cpu_seconds <= 2.3, (ticks, result.cpu_seconds)
+
+
+def test_without_cgroups_the_cpu_limit_is_read_from_proc(sandbox, monkeypatch):
+    """Where no cgroup can be made (not root), the CPU time of the living processes is read from
+    /proc: one process spinning is still stopped at its limit (its own clock says when), and the
+    output is still the pipe. What /proc misses there, children the kernel reaps, is the documented
+    weakness of that mode (docs/HARNESS.md, "Without root")."""
+    monkeypatch.setattr(sandbox_module, "_kernel_layout", lambda: None)
+    spin = ("import time\nnext_tick = 0.1\nwhile True:\n    if time.process_time() >= next_tick:\n"
+            "        print('tick', flush=True)\n        next_tick += 0.1\n")
+    result = _run(sandbox, spin, Limits(timeout_s=1, wall_timeout_s=60), "none")
+    assert result.timed_out and result.limit == "cpu" and 8 <= result.output.count("tick") <= 12, result
+    assert not _ours()["cgroups"]
 
 
 def test_memory_is_summed_over_the_runs_processes(sandbox):
@@ -183,8 +197,8 @@ def test_an_agents_command_is_stopped_at_its_limits(repos, options):
     """Through the agent's own environment: CPU of reaped children stops the command at
     `command_timeout_s`, memory summed over its processes kills, a full file system says so; each
     is an observation naming the limit, and the episode goes on."""
-    config = AgentConfig(isolation="bwrap", command_timeout_s=2, command_memory_mb=256, episode_disk_mb=64,
-                         episode_max_files=5000)
+    config = AgentConfig(isolation="bwrap", command_timeout_s=2, command_wall_timeout_s=60, command_memory_mb=256,
+                         episode_disk_mb=64, episode_max_files=5000)
     env = AgentEnvironment(config, RepoLocator(repos), SPECS, options.env, Path(options.work_dir))
     env.reset(INST)
     try:
@@ -249,7 +263,7 @@ def test_runs_over_a_limit_are_errors_of_the_run_not_verdicts(repos, options):
     predictions += [{"instance_id": name, "model_patch": _with_attack(repos, path, guarded.format(code))}
                     for name, code in attacks.items()]
     instances = [dataclasses.replace(INST, instance_id=p["instance_id"]) for p in predictions]
-    limits = Limits(timeout_s=4, memory_mb=320, disk_mb=64, max_files=2000, max_processes=32)
+    limits = Limits(timeout_s=4, wall_timeout_s=60, memory_mb=320, disk_mb=64, max_files=2000, max_processes=32)
     report = evaluate_predictions(predictions, instances, RepoLocator(repos), SPECS,
                                   dataclasses.replace(options, limits=limits))
     records = {r["instance_id"]: r for r in report["records"]}
@@ -272,7 +286,7 @@ def test_the_install_steps_cpu_limit_follows_the_runs(repos, options, open_dir):
     env = ensure_environment(spec.environment, options.env)
     work = open_dir / "install-cpu"
     run = run_tests(repos / "quillsoft__configlet", INST.base_commit, INST.patch, INST.fail_to_pass, env, spec,
-                    test_patch=INST.test_patch, limits=Limits(timeout_s=1), work_dir=work, keep=True)
+                    test_patch=INST.test_patch, limits=Limits(timeout_s=1, wall_timeout_s=20), work_dir=work, keep=True)
     try:
         assert run.error == "timeout" and "install step" in run.message, (run.error, run.message)
         kept = next(work.glob("run-*/sandbox/worktree/ticks"))
