@@ -59,7 +59,7 @@ a loaded host into a `timeout`, and an RL reward that flakes with load teaches n
 wall-clock backstop (`wall_timeout_s`, by default WALL_FACTOR x `timeout_s`) ends runs that hang
 without using the CPU. On either limit the whole process group is killed with SIGKILL (and with it
 the PID namespace). The disk (`disk_mb`, `max_files`) is the run's own file system (runfs.py),
-mounted by the run's caller: `limit` "disk" when the sandbox's file system ran out.
+mounted on the sandbox directory by the run's caller: `limit` "disk" when it ran out.
 `ProcessResult.limit` names the limit that stopped or constrained the command ("" for none).
 Output (stdout and stderr together) goes to a pipe the harness drains as the command runs: it keeps
 the first _HEAD_CHARS and the last _MAX_OUTPUT_CHARS bytes and stops reading at `file_size_mb`
@@ -614,12 +614,13 @@ class _Output:
 
 
 def _supervise(proc: subprocess.Popen, output: _Output, group: Optional[RunGroup], limits: Limits, start: float,
-               sandbox: Path) -> tuple[str, float, bool]:
+               disk: Optional[Path]) -> tuple[str, float, bool]:
     """Waits for `proc` to exit while draining its output into `output`, reading its CPU time (the
-    cgroup's, else /proc's) and whether the sandbox's file system ran out. Returns the time limit
-    that stopped it ("cpu", "wall"; "" when it exited), the CPU seconds last read and whether the file
-    system was seen full. The reads come at most _POLL_S apart, sooner as the CPU limit nears (at
-    the earliest moment the machine's CPUs could reach it), so a run overshoots by little."""
+    cgroup's, else /proc's) and whether the run's file system (`disk`, where it has one) ran out.
+    Returns the time limit that stopped it ("cpu", "wall"; "" when it exited), the CPU seconds last
+    read and whether the file system was seen full. The reads come at most _POLL_S apart, sooner as
+    the CPU limit nears (at the earliest moment the machine's CPUs could reach it), so a run
+    overshoots by little."""
     cpus = len(os.sched_getaffinity(0))
     cpu, full = 0.0, False
     next_poll = start + min(_POLL_S, limits.timeout_s / cpus, limits.wall_s())
@@ -632,7 +633,7 @@ def _supervise(proc: subprocess.Popen, output: _Output, group: Optional[RunGroup
                 now = time.perf_counter()
                 if now >= next_poll:
                     cpu = max(cpu, group.cpu_seconds() if group else tree_cpu_seconds(proc.pid))
-                    full = full or run_fs_full(sandbox)
+                    full = full or (disk is not None and run_fs_full(disk))
                     if cpu > limits.timeout_s:
                         return "cpu", cpu, full
                     if now - start >= limits.wall_s():
@@ -671,6 +672,7 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str,
     process group is killed, and every process left in the cgroup, before returning or raising."""
     start = time.perf_counter()
     layout = _kernel_layout()
+    disk = view.sandbox if os.path.ismount(view.sandbox) else None  # the run's own file system (runfs.py)
     with contextlib.ExitStack() as stack:
         fds = stack.enter_context(_data_fds(_payloads(view, isolation)))
         group = stack.enter_context(run_group(layout, limits.memory_mb << 20, limits.max_processes)) \
@@ -686,7 +688,7 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str,
         stack.callback(proc.stdout.close)  # type: ignore[union-attr]
         stopped, cpu, full = "", 0.0, False
         try:
-            stopped, cpu, full = _supervise(proc, output, group, limits, start, view.sandbox)
+            stopped, cpu, full = _supervise(proc, output, group, limits, start, disk)
         finally:
             if proc.poll() is None:  # stopped at a limit, or an exception while waiting
                 _kill_group(proc)
@@ -705,7 +707,7 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str,
             if not cpu:  # cgexec could not join it (and said so in the output): no result of the command
                 raise RuntimeError(f"the command never ran in its cgroup: {output.text()[0][-500:]}")
             limit = limit or ("memory" if group.oom_kills() else "processes" if group.process_limit_hits() else "")
-        limit = limit or ("disk" if full or run_fs_full(view.sandbox) else "")
+        limit = limit or ("disk" if full or (disk is not None and run_fs_full(disk)) else "")
     text, head = output.text()
     return ProcessResult(None if stopped else proc.returncode, bool(stopped), time.perf_counter() - start, text,
                          isolation, cpu, output.total, head, limit)
