@@ -136,15 +136,6 @@ def detect(mountinfo: str, proc_cgroup: str) -> Optional[Layout]:
     return None
 
 
-def _read(path: Path) -> str:
-    return path.read_text()
-
-
-def _write(path: Path, value: str) -> None:
-    with open(path, "w") as f:
-        f.write(value)
-
-
 def _keyed(text: str, key: str) -> int:
     """The value of `key` in a flat-keyed file ("key value" lines: memory.events, pids.events, ...)."""
     for line in text.splitlines():
@@ -174,34 +165,34 @@ class RunGroup:
         for hierarchy in self.layout.hierarchies:
             os.mkdir(hierarchy.parent / self.name)
         if self.layout.version == 1:
-            _write(self._file("memory", "memory.limit_in_bytes"), str(memory_bytes))
+            self._file("memory", "memory.limit_in_bytes").write_text(str(memory_bytes))
             swap = self._file("memory", "memory.memsw.limit_in_bytes")  # there with swap accounting only
             if swap.exists():
-                _write(swap, str(memory_bytes))
+                swap.write_text(str(memory_bytes))
         else:
-            _write(self._file("memory", "memory.max"), str(memory_bytes))
+            self._file("memory", "memory.max").write_text(str(memory_bytes))
             swap = self._file("memory", "memory.swap.max")
             if swap.exists():
-                _write(swap, "0")
-        _write(self._file("pids", "pids.max"), str(max_processes))
+                swap.write_text("0")
+        self._file("pids", "pids.max").write_text(str(max_processes))
 
     def cpu_seconds(self) -> float:
         """CPU time of every process that was ever in the group, the ones that ended included."""
         if self.layout.version == 1:
-            return int(_read(self._file("cpuacct", "cpuacct.usage"))) / 1e9
-        return _keyed(_read(self._file("memory", "cpu.stat")), "usage_usec") / 1e6
+            return int(self._file("cpuacct", "cpuacct.usage").read_text()) / 1e9
+        return _keyed(self._file("memory", "cpu.stat").read_text(), "usage_usec") / 1e6
 
     def oom_kills(self) -> int:
         """Processes the kernel killed because the group's memory was at its limit."""
         name = "memory.oom_control" if self.layout.version == 1 else "memory.events"
-        return _keyed(_read(self._file("memory", name)), "oom_kill")
+        return _keyed(self._file("memory", name).read_text(), "oom_kill")
 
     def process_limit_hits(self) -> int:
         """Forks and clones refused because the group was at its process limit."""
-        return _keyed(_read(self._file("pids", "pids.events")), "max")
+        return _keyed(self._file("pids", "pids.events").read_text(), "max")
 
     def members(self) -> list[int]:
-        return [int(p) for p in _read(self._file("pids", "cgroup.procs")).split()]
+        return [int(p) for p in self._file("pids", "cgroup.procs").read_text().split()]
 
     def kill_all(self) -> None:
         """Kills every process in the group and waits until none is left (RuntimeError past
@@ -210,7 +201,7 @@ class RunGroup:
         deadline = time.monotonic() + _EMPTY_WAIT_S
         while members := self.members():
             if self.layout.version == 2 and kill.exists():
-                _write(kill, "1")
+                kill.write_text("1")
             else:
                 for pid in members:
                     _kill_member(pid, self.dirs["pids"])
