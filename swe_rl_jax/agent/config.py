@@ -26,8 +26,12 @@ class AgentConfig:
     max_consecutive_format_errors: int = 3
     max_context_tokens: int = 0  # the conversation's estimated tokens before a turn (policies.http.estimate_tokens)
     episode_command_s: float = 0.0  # CPU seconds of all the episode's commands together
+    # The episode's file system (harness/runfs.py): everything it writes (tree, HOME, TMPDIR, overlay).
+    episode_disk_mb: int = 2048
+    episode_max_files: int = 50000  # files, directories and links
     # Per command (the sandbox's limits, harness/sandbox.py): CPU seconds, a wall-clock backstop
-    # (0 = 3 x command_timeout_s), address space, largest file written (the output included), processes.
+    # (0 = 3 x command_timeout_s), memory of all its processes together (and each one's address
+    # space), largest file written (and the output read), processes.
     command_timeout_s: float = 60.0
     command_wall_timeout_s: float = 0.0
     command_memory_mb: int = 4096
@@ -48,13 +52,16 @@ class AgentConfig:
     # Judge each episode's diff at its end (harness.evaluate_instance, a fresh checkout with the test
     # patch) and keep the verdict in the trajectory; `resolve` leaves it to `evaluate`.
     judge: bool = False
-    judge_timeout_s: float = 600.0  # CPU seconds of the judge's test run
+    judge_timeout_s: float = 600.0  # CPU seconds of the judge's test run (the work tree's install step: 3x)
 
     def __post_init__(self) -> None:
         require(self.step_limit >= 0, "agent.step_limit", "must be >= 0")
         require(self.max_consecutive_format_errors >= 0, "agent.max_consecutive_format_errors", "must be >= 0")
         require(self.max_context_tokens >= 0, "agent.max_context_tokens", "must be >= 0")
         require(self.episode_command_s >= 0, "agent.episode_command_s", "must be >= 0")
+        require(self.episode_disk_mb > 0, "agent.episode_disk_mb", "must be > 0")
+        require(self.episode_max_files > 0, "agent.episode_max_files", "must be > 0")
+        require(self.judge_timeout_s > 0, "agent.judge_timeout_s", "must be > 0")
         require(self.episodes_in_flight >= 1, "agent.episodes_in_flight", "must be >= 1")
         require(self.command_workers >= 1, "agent.command_workers", "must be >= 1")
         require(self.sampling.n == 1, "agent.sampling.n", "must be 1 (one answer per turn)")
@@ -65,3 +72,8 @@ class AgentConfig:
         return Limits(timeout_s=self.command_timeout_s, wall_timeout_s=self.command_wall_timeout_s,
                       memory_mb=self.command_memory_mb, file_size_mb=self.command_file_size_mb,
                       max_processes=self.command_max_processes)
+
+    def judge_limits(self) -> Limits:
+        """The judge's test run's limits, and the work tree's: its file system, its install step's
+        (derived from these as a test run's, harness/runner.py `install_limits`)."""
+        return Limits(timeout_s=self.judge_timeout_s, disk_mb=self.episode_disk_mb, max_files=self.episode_max_files)

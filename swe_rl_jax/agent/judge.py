@@ -11,7 +11,7 @@ from swe_rl_jax.data.patches import parse_patch
 from swe_rl_jax.data.sources import GitRepo, Instance, RepoLocator
 from swe_rl_jax.harness.environments import EnvironmentOptions
 from swe_rl_jax.harness.evaluation import HarnessOptions, evaluate_instance
-from swe_rl_jax.harness.sandbox import Limits, agent_isolation
+from swe_rl_jax.harness.sandbox import agent_isolation
 from swe_rl_jax.harness.specs import RepoSpec, spec_for
 from swe_rl_jax.rewards.swe_rl import diff_similarity
 
@@ -35,11 +35,11 @@ def make_judge(agent: AgentConfig, locator: RepoLocator, specs: Mapping[str, Rep
                env_options: EnvironmentOptions, work_dir: Path, similarity: bool = False) -> Judge:
     """instance, diff -> the verdict kept in the trajectory (VERDICT_KEYS of evaluate's record and the
     diff's `similarity` to the oracle patch when `similarity`: a reward that mixes it in asks for it,
-    since its cost grows with the diff's size), with
-    `agent.judge_timeout_s` CPU seconds for the tests, in bwrap: they run the agent's code, which a weaker
+    since its cost grows with the diff's size), under `agent.judge_limits()` (`judge_timeout_s` CPU
+    seconds for the tests, the episode's disk limits), in bwrap: they run the agent's code, which a weaker
     mode would let read the answer (`agent_isolation`)."""
     isolation = agent_isolation(agent.isolation)
-    options = HarnessOptions(workers=1, limits=Limits(timeout_s=agent.judge_timeout_s), env=env_options,
+    options = HarnessOptions(workers=1, limits=agent.judge_limits(), env=env_options,
                              isolation=isolation, work_dir=str(work_dir))
 
     def judge(instance: Instance, patch: str) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """`evaluate`: run the tests of SWE-bench-style instances on predicted patches → report.json.
 
     python -m swe_rl_jax.cli evaluate --predictions preds.jsonl --instances FILE --repos DIR --out DIR
-        [--specs FILE] [--workers 2] [--timeout 300] [--memory-mb 4096] [--env-cache DIR]
-        [--index-url URL] [--isolation auto|bwrap|namespaces|none] [--work-dir DIR] [--keep-worktrees]
-        [--max-failing-sentinels K]
+        [--specs FILE] [--workers 2] [--timeout 300] [--memory-mb 4096] [--disk-mb 2048]
+        [--max-files 50000] [--max-processes 256] [--env-cache DIR] [--index-url URL]
+        [--isolation auto|bwrap|namespaces|none] [--work-dir DIR] [--keep-worktrees] [--max-failing-sentinels K]
     python -m swe_rl_jax.cli evaluate --sample --gold --out DIR     # the shipped sample's own patches
 
 `--gold` evaluates each instance's own `patch` instead of predictions (the instance set's check).

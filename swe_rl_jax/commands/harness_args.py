@@ -17,7 +17,13 @@ def add_harness_arguments(p: argparse.ArgumentParser, defaults: HarnessOptions =
                    help="CPU seconds per test run, all its processes together (%(default)s; a run is also "
                         "killed after 3x as many seconds of wall clock)")
     g.add_argument("--memory-mb", type=int, default=defaults.limits.memory_mb,
-                   help="address space per process (%(default)s)")
+                   help="memory of a test run's processes together, and each one's address space (%(default)s)")
+    g.add_argument("--disk-mb", type=int, default=defaults.limits.disk_mb,
+                   help="size of a test run's own file system: work tree, HOME, TMPDIR, overlay (%(default)s)")
+    g.add_argument("--max-files", type=int, default=defaults.limits.max_files,
+                   help="files, directories and links on that file system (%(default)s)")
+    g.add_argument("--max-processes", type=int, default=defaults.limits.max_processes,
+                   help="processes and threads of a test run together (%(default)s)")
     g.add_argument("--env-cache", default=env.cache_dir, metavar="DIR",
                    help="cache of virtualenvs and base-commit histories (DIR/histories/; default: "
                         "$SWE_RL_JAX_ENV_CACHE or ~/.cache/swe_rl_jax/envs)")
@@ -39,7 +45,9 @@ def _directory(path: str, flag: str) -> str:
 def harness_options(args: argparse.Namespace) -> HarnessOptions:
     """The options, their directories made absolute and checked before any test runs (a file given
     as `--work-dir` or `--env-cache` is an InputError naming the flag)."""
-    return HarnessOptions(workers=args.workers, limits=Limits(timeout_s=args.timeout, memory_mb=args.memory_mb),
+    limits = Limits(timeout_s=args.timeout, memory_mb=args.memory_mb, disk_mb=args.disk_mb, max_files=args.max_files,
+                    max_processes=args.max_processes)
+    return HarnessOptions(workers=args.workers, limits=limits,
                           env=EnvironmentOptions(cache_dir=_directory(args.env_cache, "--env-cache"),
                                                  index_url=args.index_url),
                           isolation=args.isolation, work_dir=_directory(args.work_dir, "--work-dir"),

@@ -49,8 +49,8 @@ log = logging.getLogger(__name__)
 
 ERROR_KINDS = ("unknown_instance", "no_tests", "empty_patch", "malformed_patch", "unsupported_format",
                "invalid_path", "does_not_apply", "test_patch_failed", "missing_repository", "missing_base_commit",
-               "checkout_failed", "env_build_failed", "install_failed", "timeout", "no_test_results", "tampered",
-               "internal_error")
+               "checkout_failed", "env_build_failed", "install_failed", "timeout", "memory_limit", "disk_limit",
+               "process_limit", "no_test_results", "tampered", "internal_error")
 # Errors that say the environment, not the patch, kept the tests from running.
 ENVIRONMENT_ERRORS = frozenset({"env_build_failed", "install_failed", "no_test_results"})
 # Errors of the harness's set-up, not of the patch: those of the environment, a clone or base commit
@@ -183,7 +183,7 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
         return _record(instance.instance_id, model_patch, error=e.kind, message=str(e))
     run = run_tests(repo_dir, instance.base_commit, model_patch, instance.fail_to_pass + instance.pass_to_pass, env,
                     spec, test_patch=instance.test_patch, fail_to_pass=instance.fail_to_pass, limits=options.limits,
-                    install_timeout_s=options.env.build_timeout_s, isolation=isolation,
+                    isolation=isolation,
                     work_dir=Path(options.work_dir) if options.work_dir else None,
                     history_root=options.env.history_root(), max_failing_sentinels=options.max_failing_sentinels,
                     keep=options.keep_worktrees)

@@ -29,15 +29,22 @@ A pytest run is guarded (pytestguard.py): plugin autoloading off, the environmen
 named with `-p`, and sentinel tests hidden in the run's test files, some that must pass, some
 that must fail; a run whose sentinels or summary report otherwise is `tampered`.
 
-Install steps (`pre_install` commands, then `install`) run in the sandbox, in the work tree, with
-the test run's limits except time (`install_timeout_s`: building compiled extensions takes
-longer than most test runs) and no network (pip is told `PIP_NO_INDEX`, and runs without build
+Install steps (`pre_install` commands, then `install`) run in the sandbox, in the work tree, under
+limits derived from the test run's (`install_limits`: INSTALL_TIME_FACTOR times its CPU seconds and
+wall clock, its other limits as they are: building compiled extensions takes longer than most test
+runs) and no network (pip is told `PIP_NO_INDEX`, and runs without build
 isolation: build dependencies come from the environment). `install` gets an overlay of the
 environment (environments.make_overlay) first, so what it installs stays in this run. They run
 after the test patch (so the tests are the instance's whatever they do) and may change only what
 integrity.install_may_change allows: a run whose install step changed test infrastructure (a
 `conftest.py`, pytest's configuration, a test file, a `__pycache__`, a symlink) is `tampered`.
-The run's test files are read-only to the install step and the tests (bwrap).
+The run's test files are read-only to the install step and the tests (bwrap). The tree is read
+for that check within the run's disk limits (`treestate.snapshot`'s budget: no more entries than
+the file system's `max_files`, no more bytes than its `disk_mb`, refused before any file is read).
+
+A step stopped by a limit (`ProcessResult.limit`) ends the run as that limit (LIMIT_ERRORS:
+`timeout`, `memory_limit`, `disk_limit`, `process_limit`), install step or test command alike: an
+error of the run, never a verdict on its tests, and not an error of the harness's set-up.
 
 The test command's output is parsed as the spec's `log_format` (logformats.py). A log that names
 tests while the command failed (non-zero exit) yet names no failed, erroring or unexpectedly
@@ -45,10 +52,11 @@ passing test does not describe the run (the check of the official grading): `no_
 
 Layout of one run, under a fresh directory in `work_dir` (deleted afterwards unless `keep`):
 `model.diff` and `test.diff` (applied by the harness before the tests start), `history/` (the
-history store, when no `history_root` is given) and `sandbox/` (root's) with `worktree/` (the
-checkout, the tests' working directory), `home/` (HOME), `tmp/` (TMPDIR) and `venv/` (the
-overlay, when there is an install step): the sandbox user's, the only place it may write; for
-`run_script`, `script.py` (read-only, outside the sandbox).
+history store, when no `history_root` is given) and `sandbox/` (root's; the run's own file system of
+`disk_mb` and `max_files`, runfs.py, where root may mount one) with `worktree/` (the checkout, the
+tests' working directory), `home/` (HOME), `tmp/` (TMPDIR) and `venv/` (the overlay, when there is
+an install step): the sandbox user's, the only place it may write; for `run_script`, `script.py`
+(read-only, outside the sandbox).
 """
 from __future__ import annotations
 
@@ -62,19 +70,20 @@ from typing import Optional, Sequence
 from swe_rl_jax.data.patches import PatchError, parse_patch
 from swe_rl_jax.harness.checkout import CheckoutError, checkout, read_blobs, tree_entries
 from swe_rl_jax.harness.directives import patch_files, test_command
-from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, make_overlay
+from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, make_overlay
 from swe_rl_jax.harness.guard import PLUGIN, Guard, GuardReport, start_guard, trusted_files
 from swe_rl_jax.harness.integrity import base_entries, install_may_change, paths_to_reset
 from swe_rl_jax.harness.logformats import parse_log
 from swe_rl_jax.harness.patching import ApplyResult, apply_patch
 from swe_rl_jax.harness.pytestguard import AUTOLOAD_OFF, MAX_FAILING_SENTINELS, place_sentinels, plugin_args, \
     runs_pytest
+from swe_rl_jax.harness.runfs import mount_run_fs, release_run_fs
 from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, View, isolation_mode, prepare_sandbox, \
     remove_tree, run_isolated, sandbox_user
 from swe_rl_jax.harness.specs import RepoSpec
 from swe_rl_jax.harness.startup import start_up_code
 from swe_rl_jax.harness.testlog import FAILURE
-from swe_rl_jax.harness.treestate import changed_paths, snapshot
+from swe_rl_jax.harness.treestate import TreeTooLarge, changed_paths, snapshot
 from swe_rl_jax.paths import unsafe_path_reason
 
 _LOG_TAIL_CHARS = 20000
@@ -92,6 +101,10 @@ _FILE_MODES = {"100755": 0o755, "100644": 0o644}
 _FRAMEWORK_PACKAGES = ("_pytest", "pytest", "pluggy")
 _FROZEN_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
                            "setup.cfg", "pyproject.toml"})
+INSTALL_TIME_FACTOR = 3.0  # an install step's CPU seconds and wall clock, in units of the run's
+# A command stopped by a limit (ProcessResult.limit) -> the run's error.
+LIMIT_ERRORS = {"cpu": "timeout", "wall": "timeout", "memory": "memory_limit", "disk": "disk_limit",
+                "processes": "process_limit"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +112,7 @@ class TestRun:
     statuses: dict[str, str]  # test id -> status, for every test the log names
     applied: tuple[ApplyResult, ...]  # one per patch tried, model patch first (a failed one is the last)
     # "" | "checkout_failed" | "patch_failed" (the model patch) | "test_patch_failed" | "install_failed"
-    # | "timeout" | "no_test_results" | "tampered"
+    # | "timeout" | "memory_limit" | "disk_limit" | "process_limit" | "no_test_results" | "tampered"
     error: str = ""
     message: str = ""
     seconds: float = 0.0
@@ -199,12 +212,46 @@ class _Prepared:
                     tuple(self.frozen), self.uid)
 
 
-def _scratch(work_dir: Optional[Path]) -> Path:
+def _scratch(work_dir: Optional[Path], limits: Limits) -> Path:
+    """A fresh run directory whose `sandbox/` is the run's own file system of `limits.disk_mb` and
+    `limits.max_files` where root may mount one (runfs.py); `_release` undoes it."""
     if work_dir is not None:
         Path(work_dir).mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="run-", dir=work_dir))
     scratch.chmod(0o755)  # mkdtemp's 0700 would keep the sandbox user from reaching its sandbox (namespaces)
+    try:
+        (scratch / "sandbox").mkdir(mode=0o755)
+        mount_run_fs(scratch / "sandbox", limits.disk_mb, limits.max_files)
+    except BaseException:
+        remove_tree(scratch)
+        raise
     return scratch
+
+
+def _release(scratch: Path, keep: bool) -> None:
+    """Unmounts the run's file system and removes the run's directory; with `keep`, its files are
+    copied onto the host's disk first and the directory stays."""
+    release_run_fs(scratch / "sandbox", keep)
+    if not keep:
+        remove_tree(scratch)
+
+
+def install_limits(limits: Limits) -> Limits:
+    """An install step's limits, derived from its run's: INSTALL_TIME_FACTOR times the CPU seconds and
+    the wall clock (builds of compiled extensions take longer than most test runs), the rest as it is."""
+    return dataclasses.replace(limits, timeout_s=INSTALL_TIME_FACTOR * limits.timeout_s,
+                               wall_timeout_s=INSTALL_TIME_FACTOR * limits.wall_timeout_s)
+
+
+def limit_error(result: ProcessResult, limits: Limits, what: str) -> tuple[str, str]:
+    """The run's (error, message) when a limit stopped or constrained `result` (LIMIT_ERRORS; `what`
+    names the command, e.g. "the tests"), else ("", "")."""
+    if not result.limit:
+        return "", ""
+    said = limits.describe_limit(result.limit)
+    if result.timed_out:
+        return LIMIT_ERRORS[result.limit], f"{what} ran past {said}; killed after {result.cpu_seconds:.1f} CPU s"
+    return LIMIT_ERRORS[result.limit], f"{what} reached {said}"
 
 
 def _prepare(scratch: Path, repo_dir: Path, commit: str, model_patch: str, env: Environment, spec: RepoSpec,
@@ -245,14 +292,11 @@ def _in_sandbox(cmd: list[str], run: _Prepared, spec: RepoSpec, limits: Limits,
                         isolation=run.isolation, pass_fds=guard.pass_fds if guard is not None else ())
 
 
-def _install(run: _Prepared, spec: RepoSpec, limits: Limits, install_timeout_s: float,
-             test_files: Sequence[str]) -> None:
+def _install(run: _Prepared, spec: RepoSpec, limits: Limits, test_files: Sequence[str]) -> None:
     """Hands the sandbox to its user, makes the overlay (for an `install` step) and runs the install
-    steps with the test run's `limits` but `install_timeout_s` (builds of compiled extensions take
-    longer); sets the run's error when one fails (`install_failed`) or changed what it may not
-    (`tampered`, integrity.install_may_change; `test_files`: the run's)."""
-    limits = dataclasses.replace(limits, timeout_s=max(limits.timeout_s, install_timeout_s),
-                                 wall_timeout_s=max(limits.wall_s(), install_timeout_s) if limits.wall_timeout_s else 0.0)
+    steps under `install_limits(limits)` (`limits`: the run's); sets the run's error when one fails
+    (`install_failed`), is stopped by a limit (LIMIT_ERRORS) or changed what it may not (`tampered`,
+    integrity.install_may_change; `test_files`: the run's)."""
     for name in ("home", "tmp"):
         (run.sandbox / name).mkdir()
     if spec.install:
@@ -269,12 +313,18 @@ def _install(run: _Prepared, spec: RepoSpec, limits: Limits, install_timeout_s: 
     elsewhere = [d for d in (run.sandbox / "venv", run.sandbox / "home") if d.is_dir()]
     before_elsewhere = [snapshot(d, frozenset()) for d in elsewhere]
     for step in steps:
-        result = _in_sandbox(["sh", "-c", step], run, spec, limits, _INSTALL_ENV)
-        if result.timed_out or result.returncode != 0:
-            why = "timed out" if result.timed_out else f"exited {result.returncode}"
-            run.error, run.message = "install_failed", f"{step!r} {why}: {result.output[-1500:]}"
+        result = _in_sandbox(["sh", "-c", step], run, spec, install_limits(limits), _INSTALL_ENV)
+        run.error, run.message = limit_error(result, install_limits(limits), f"the install step {step!r}")
+        if run.error:
             return
-    after = snapshot(run.worktree)
+        if result.returncode != 0:
+            run.error, run.message = "install_failed", f"{step!r} exited {result.returncode}: {result.output[-1500:]}"
+            return
+    try:
+        after = snapshot(run.worktree, max_entries=limits.max_files, max_bytes=limits.disk_mb << 20)
+    except TreeTooLarge as e:
+        run.error, run.message = "disk_limit", f"the install step left a tree over the run's disk limits: {e}"
+        return
     # A link or device node it made is refused wherever it is; a file it made, changed or removed, by the rules.
     forbidden = [p for p in changed_paths(before, after) if after.get(p, ("",))[0] not in ("", "file")
                  or not install_may_change(p, test_files, run.base_paths, spec.pythonpath)]
@@ -284,7 +334,12 @@ def _install(run: _Prepared, spec: RepoSpec, limits: Limits, install_timeout_s: 
                        f"({after.get(forbidden[0], ('removed',))[0]})")
         return
     for directory, earlier in zip(elsewhere, before_elsewhere):
-        found = start_up_code(directory, earlier, snapshot(directory, frozenset()))
+        try:
+            now = snapshot(directory, frozenset(), max_entries=limits.max_files, max_bytes=limits.disk_mb << 20)
+        except TreeTooLarge as e:
+            run.error, run.message = "disk_limit", f"the install step left an environment over the run's disk limits: {e}"
+            return
+        found = start_up_code(directory, earlier, now)
         if found:
             run.error = "tampered"
             run.message = (f"the install step left code that Python runs at start-up: "
@@ -314,19 +369,20 @@ def _frozen_files(worktree: Path, command: Sequence[str]) -> list[Path]:
 
 def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[str], env: Environment,
               spec: RepoSpec = RepoSpec(), *, test_patch: str = "", fail_to_pass: Sequence[str] = (),
-              limits: Limits = Limits(), install_timeout_s: float = EnvironmentOptions.build_timeout_s,
-              isolation: Isolation = "auto", work_dir: Optional[Path] = None, history_root: Optional[Path] = None,
-              max_failing_sentinels: int = MAX_FAILING_SENTINELS, keep: bool = False) -> TestRun:
+              limits: Limits = Limits(), isolation: Isolation = "auto", work_dir: Optional[Path] = None,
+              history_root: Optional[Path] = None, max_failing_sentinels: int = MAX_FAILING_SENTINELS,
+              keep: bool = False) -> TestRun:
     """Checks out `commit` of `repo_dir`, applies `model_patch` ("" = none), resets what of it
     the allowlist does not allow, applies `test_patch` ("" = none), hides the sentinel tests
     (counted for `fail_to_pass`, the FAIL_TO_PASS tests among `test_ids`, none: for one; at most
     `max_failing_sentinels` must-fail ones), runs
     the install steps and the spec's test command with its directives (directives.py: the test
     patch's files, else the files of `test_ids`) under `limits` and `isolation` ("auto": the
-    strongest this machine allows, `sandbox.isolation_mode`), and returns the statuses.
+    strongest this machine allows, `sandbox.isolation_mode`; the install steps under
+    `install_limits(limits)`), and returns the statuses.
     `history_root`: where history stores are kept across runs (None: one per run)."""
     isolation = isolation_mode(isolation)  # type: ignore[assignment]
-    scratch = _scratch(work_dir)
+    scratch = _scratch(work_dir, limits)
     try:
         test_files = [t.split("::", 1)[0] for t in test_ids]
         run = _prepare(scratch, repo_dir, commit, model_patch, env, spec, test_patch, test_files, isolation,
@@ -347,7 +403,7 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
         untrusted = [p for p in _patched_paths(model_patch) if p not in run.reset] if model_patch.strip() else []
         trusted = trusted_files(worktree, untrusted)  # as the harness wrote the tree, before any of its code ran
         with sandbox_user(isolation) as run.uid:
-            _install(run, spec, limits, install_timeout_s,
+            _install(run, spec, limits,
                      [*(patch_files(test_patch) if test_patch.strip() else []), *test_files,
                       *(str(f.relative_to(worktree)) for f in run.frozen)])
             if run.error:
@@ -366,10 +422,10 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
         statuses = sentinels.strip(logged) if sentinels else logged
         guard_says = watched.tampering(logged, pytest_run)
         error, message = "", ""
-        if watched.evidence or watched.problem:  # proof, whatever else happened
+        if watched.evidence or watched.problem:  # proof, whatever else happened (a limit tripped after it)
             error, message = "tampered", guard_says or ""
-        elif result.timed_out:
-            error, message = "timeout", f"the tests ran past {limits.describe()} and were killed"
+        elif result.limit:
+            error, message = limit_error(result, limits, "the tests")
         elif not statuses:
             error = "no_test_results"
             message = (f"exit status {result.returncode}, no test statuses in the {spec.log_format} log; "
@@ -386,8 +442,7 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
                        result.output[-_LOG_TAIL_CHARS:], tuple(run.reset),
                        sentinels.bound(logged) if sentinels else None, pytest_run and watched.guarded)
     finally:
-        if not keep:
-            remove_tree(scratch)
+        _release(scratch, keep)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -400,7 +455,9 @@ class ScriptRun:
     # limit's signal; Python itself ignores SIGXFSZ, so past the file-size limit a write fails with EFBIG).
     completed: bool
     applied: tuple[ApplyResult, ...] = ()
-    error: str = ""  # "" | "checkout_failed" | "patch_failed" | "install_failed" | "tampered" | "timeout"
+    # "" | "checkout_failed" | "patch_failed" | "install_failed" | "tampered" | "timeout" | "memory_limit"
+    # | "disk_limit" | "process_limit"
+    error: str = ""
     message: str = ""
     seconds: float = 0.0
     isolation: str = ""
@@ -411,8 +468,7 @@ SCRIPT_NAME = "script.py"
 
 
 def run_script(repo_dir: Path, commit: str, model_patch: str, script: str, env: Environment,
-               spec: RepoSpec = RepoSpec(), *, limits: Limits = Limits(),
-               install_timeout_s: float = EnvironmentOptions.build_timeout_s, isolation: Isolation = "auto",
+               spec: RepoSpec = RepoSpec(), *, limits: Limits = Limits(), isolation: Isolation = "auto",
                work_dir: Optional[Path] = None, history_root: Optional[Path] = None, keep: bool = False) -> ScriptRun:
     """Runs `python <script>` in the worktree of `commit` with `model_patch` applied ("" = none),
     after the same steps as `run_tests` (allowlist reset, install steps; no test patch), with the
@@ -420,7 +476,7 @@ def run_script(repo_dir: Path, commit: str, model_patch: str, script: str, env: 
     not in it, and is read-only to the run: no patch can change it (patches write only the
     worktree) and neither can the script's own run."""
     isolation = isolation_mode(isolation)  # type: ignore[assignment]
-    scratch = _scratch(work_dir)
+    scratch = _scratch(work_dir, limits)
     try:
         run = _prepare(scratch, repo_dir, commit, model_patch, env, spec, "", [], isolation, history_root)
         if run.error:
@@ -429,15 +485,13 @@ def run_script(repo_dir: Path, commit: str, model_patch: str, script: str, env: 
         path.write_text(script, encoding="utf-8")
         path.chmod(0o444)
         with sandbox_user(isolation) as run.uid:
-            _install(run, spec, limits, install_timeout_s, [])
+            _install(run, spec, limits, [])
             if run.error:
                 return run.failed_script()
             result = _in_sandbox([str(run.envs[0].python), str(path)], run, spec, limits, readable=[path])
         completed = not result.timed_out and result.returncode is not None and result.returncode >= 0
-        error, message = ("timeout", f"the script ran past {limits.describe()} and was killed") \
-            if result.timed_out else ("", "")
+        error, message = limit_error(result, limits, "the script")
         return ScriptRun(result.output[-_LOG_TAIL_CHARS:], result.returncode, completed, tuple(run.applied), error,
                          message, result.seconds, isolation, tuple(run.reset))
     finally:
-        if not keep:
-            remove_tree(scratch)
+        _release(scratch, keep)

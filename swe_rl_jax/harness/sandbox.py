@@ -43,17 +43,28 @@ In both namespace modes the command is PID 1's child in its own PID namespace: w
 killed, the kernel kills every process it left behind, and a harness that dies takes its runs
 with it (bubblewrap's `--die-with-parent`, `setpriv --pdeathsig`).
 
-Limits (util-linux `prlimit`, required in every mode): address space (`memory_mb`, RLIMIT_AS), size of any file written
-(`file_size_mb`, RLIMIT_FSIZE, which also caps the captured output), processes (`max_processes`,
-RLIMIT_NPROC, namespace modes only: it counts per user, and there the user is `nobody`). Time is
-counted in **CPU seconds** of the whole run (every process it started, `timeout_s`), so a verdict
-does not depend on how busy the machine is (a wall-clock limit turns an honest run on a loaded
-host into a `timeout`, and an RL reward that flakes with load teaches noise); a wall-clock
-backstop (`wall_timeout_s`, by default WALL_FACTOR x `timeout_s`) ends runs that hang without
-using the CPU. On either limit the whole process group is killed with SIGKILL (and with it the
-PID namespace).
-Output (stdout and stderr together) goes to an unlinked temporary file, so a chatty test can
-neither block on a full pipe nor fill the harness's memory.
+Limits. Kernel limits per command, where this process can use cgroups (cgroups.py: v1 or v2, found
+at run time; root): the command starts inside a cgroup of its own (cgexec, so nothing it starts is
+ever outside), which counts the CPU time of every process it ever held, the ones that ended
+included (children reaped by the kernel when SIGCHLD is ignored, which /proc no longer shows),
+holds their memory together under `memory_mb` (the kernel kills a process past it: `limit`
+"memory") and their number under `max_processes` (a fork past it fails: `limit` "processes"); the
+group is removed when the command ends, every process left in it killed first. Without cgroups
+(not root) CPU time is read from /proc (which misses those reaped children) and the process count
+is RLIMIT_NPROC's (namespace modes only: it counts per user). In every mode util-linux `prlimit`
+sets the address space of each process (`memory_mb`, RLIMIT_AS) and the size of any file written
+(`file_size_mb`, RLIMIT_FSIZE). Time is counted in **CPU seconds** of the whole run (`timeout_s`),
+so a verdict does not depend on how busy the machine is (a wall-clock limit turns an honest run on
+a loaded host into a `timeout`, and an RL reward that flakes with load teaches noise); a
+wall-clock backstop (`wall_timeout_s`, by default WALL_FACTOR x `timeout_s`) ends runs that hang
+without using the CPU. On either limit the whole process group is killed with SIGKILL (and with it
+the PID namespace). The disk (`disk_mb`, `max_files`) is the run's own file system (runfs.py),
+mounted on the sandbox directory by the run's caller: `limit` "disk" when it ran out.
+`ProcessResult.limit` names the limit that stopped or constrained the command ("" for none).
+Output (stdout and stderr together) goes to a pipe the harness drains as the command runs: it keeps
+the first _HEAD_CHARS and the last _MAX_OUTPUT_CHARS bytes and stops reading at `file_size_mb`
+(writes past it fail: EPIPE), so a chatty test can neither block, nor fill the harness's memory, nor
+touch what the harness has read.
 """
 from __future__ import annotations
 
@@ -64,6 +75,8 @@ import fcntl
 import functools
 import os
 import secrets
+import select
+import selectors
 import shutil
 import signal
 import stat
@@ -73,9 +86,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Literal, Mapping, Sequence
+from typing import Iterator, Literal, Mapping, Optional, Sequence
 
 from swe_rl_jax.config import require
+from swe_rl_jax.harness.cgroups import Layout, RunGroup, host_layout, run_group
+from swe_rl_jax.harness.runfs import run_fs_full
 
 Isolation = Literal["auto", "bwrap", "namespaces", "none"]
 ISOLATION_MODES: tuple[str, ...] = ("auto", "bwrap", "namespaces", "none")
@@ -86,7 +101,8 @@ _MAX_OUTPUT_CHARS = 4 << 20  # what is kept of a run's output (its end: pytest's
 _TMPFS_BYTES = 256 << 20
 _HEAD_CHARS = 16384  # and of its start, when the end does not hold it (an agent's observation shows both)
 WALL_FACTOR = 3.0  # the default wall-clock backstop, in units of the CPU-time limit
-_POLL_S = 0.25  # how often a running command's CPU time is read
+_POLL_S = 0.25  # how often a running command's CPU time is read at most
+_READ_BYTES = 1 << 16  # one read of a command's output pipe
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 UID_BASE, UID_SLOTS = 3_000_000, 4096  # bwrap: each run's user, outside the ranges hosts give accounts and subuids
 # The system as the sandbox sees it (bwrap): the directories of programs and libraries, and of
@@ -142,13 +158,18 @@ exec "$@"
 """
 
 
+LIMIT_KINDS = ("cpu", "wall", "memory", "disk", "processes")  # what `ProcessResult.limit` may name
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
     timeout_s: float = 300.0  # CPU seconds of the whole command, all its processes together
-    memory_mb: int = 4096  # address space of each process
-    file_size_mb: int = 256  # largest file a process may write (the captured output included)
-    max_processes: int = 256  # processes of the sandbox user (namespace modes)
+    memory_mb: int = 4096  # memory of all its processes together (cgroups); also each one's address space
+    file_size_mb: int = 256  # largest file a process may write; the output read of the command at most
+    max_processes: int = 256  # processes (and threads) of the command together (cgroups; else per user)
     wall_timeout_s: float = 0.0  # the wall-clock backstop; 0 = WALL_FACTOR x timeout_s
+    disk_mb: int = 2048  # the run's file system (runfs.py): its size
+    max_files: int = 50000  # and its files, directories and links
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "timeout_s", "must be > 0")
@@ -156,13 +177,23 @@ class Limits:
         require(self.memory_mb > 0, "memory_mb", "must be > 0")
         require(self.file_size_mb > 0, "file_size_mb", "must be > 0")
         require(self.max_processes > 0, "max_processes", "must be > 0")
+        require(self.disk_mb > 0, "disk_mb", "must be > 0")
+        require(self.max_files > 0, "max_files", "must be > 0")
 
     def wall_s(self) -> float:
         return self.wall_timeout_s or WALL_FACTOR * self.timeout_s
 
     def describe(self) -> str:
-        """The limits as a report's message says them."""
+        """The time limits as a report's message says them."""
         return f"{self.timeout_s:g} CPU s or {self.wall_s():g} s of wall clock"
+
+    def describe_limit(self, limit: str) -> str:
+        """One of LIMIT_KINDS as a message says it."""
+        return {"cpu": self.describe(), "wall": self.describe(),
+                "memory": f"the memory limit of {self.memory_mb} MB (all its processes together)",
+                "disk": f"the limit of the run's file system ({self.disk_mb} MB; {self.max_files} files, "
+                        "directories and links)",
+                "processes": f"the limit of {self.max_processes} processes"}[limit]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,20 +214,28 @@ class ProcessResult:
     seconds: float  # wall clock
     output: str  # stdout and stderr interleaved; the last _MAX_OUTPUT_CHARS characters
     isolation: str
-    cpu_seconds: float = 0.0  # of all its processes, as last read while it ran
+    cpu_seconds: float = 0.0  # of all its processes (its cgroup's account once it ended; else as last read)
     output_chars: int = 0  # how long the whole output was (bytes; `output` holds its end)
     output_head: str = ""  # its first _HEAD_CHARS when `output` does not hold the start
+    limit: str = ""  # "" or the one of LIMIT_KINDS that stopped or constrained the command
 
 
 def _tools_present(*names: str) -> bool:
     return all(shutil.which(name) for name in names)
 
 
-def _prlimit(limits: Limits, isolation: str) -> list[str]:
+def _prlimit(limits: Limits, isolation: str, group: Optional[RunGroup]) -> list[str]:
     cmd = ["prlimit", f"--as={limits.memory_mb << 20}", f"--fsize={limits.file_size_mb << 20}"]
-    if isolation != "none":
+    if isolation != "none" and group is None:  # a cgroup counts the command's processes itself
         cmd.append(f"--nproc={limits.max_processes}")
     return cmd + ["--"]
+
+
+def _cgexec(group: Optional[RunGroup]) -> list[str]:
+    """cgroup-tools' cgexec: moves itself into `group`, then runs the rest (cgroups.py)."""
+    if group is None:
+        return []
+    return ["cgexec", *(arg for controllers, path in group.joins for arg in ("-g", f"{controllers}:{path}"))]
 
 
 def closed_ancestors(paths: Sequence[Path]) -> list[Path]:
@@ -318,15 +357,15 @@ def _namespaces_command(view: View) -> list[str]:
 
 
 def wrap_command(cmd: Sequence[str], view: View, limits: Limits, isolation: str, cwd: Path,
-                 fds: Mapping[str, int] = {}) -> list[str]:
+                 fds: Mapping[str, int] = {}, group: Optional[RunGroup] = None) -> list[str]:
     """The full command line that runs `cmd` in `cwd` under `isolation` and `limits`, seeing `view`
-    (bwrap: `fds` from `_data_fds(_payloads(view, isolation))`)."""
-    limited = _prlimit(limits, isolation) + list(cmd)
+    (bwrap: `fds` from `_data_fds(_payloads(view, isolation))`), inside `group` when given."""
+    limited = _prlimit(limits, isolation, group) + list(cmd)
     if isolation == "none":
-        return limited
+        return _cgexec(group) + limited
     if isolation == "bwrap":
-        return _bwrap_command(view, cwd, fds) + _setpriv(view.uid) + limited
-    return _namespaces_command(view) + _setpriv(view.uid) + limited
+        return _cgexec(group) + _bwrap_command(view, cwd, fds) + _setpriv(view.uid) + limited
+    return _cgexec(group) + _namespaces_command(view) + _setpriv(view.uid) + limited
 
 
 def _payloads(view: View, isolation: str) -> dict[str, bytes]:
@@ -543,47 +582,134 @@ def interruptible_pool(workers: int) -> Iterator[concurrent.futures.ThreadPoolEx
         pool.shutdown(wait=True)
 
 
+class _Output:
+    """What the harness keeps of a command's output pipe: its first _HEAD_CHARS and last
+    _MAX_OUTPUT_CHARS bytes, and how many it read, `cap` at most."""
+
+    def __init__(self, cap: int):
+        self.cap, self.total = cap, 0
+        self.head, self.tail = bytearray(), bytearray()
+
+    def read(self, fd: int) -> bool:
+        """Takes what the pipe holds (the caller knows it is readable); False at its end or at `cap`."""
+        data = os.read(fd, min(_READ_BYTES, self.cap - self.total))
+        self.total += len(data)
+        if len(self.head) < _HEAD_CHARS:
+            self.head += data[:_HEAD_CHARS - len(self.head)]
+        self.tail += data
+        if len(self.tail) > 2 * _MAX_OUTPUT_CHARS:
+            del self.tail[:-_MAX_OUTPUT_CHARS]
+        return bool(data) and self.total < self.cap
+
+    def drain(self, fd: int, wait_s: float = 0.1) -> None:
+        """Reads to the pipe's end once the command is gone; stops where nothing comes for `wait_s` (a
+        process outside any cgroup that still holds the pipe: `none` mode without root)."""
+        while self.total < self.cap and select.select([fd], [], [], wait_s)[0] and self.read(fd):
+            pass
+
+    def text(self) -> tuple[str, str]:
+        """(the end, decoded; the start, when the end does not hold it)."""
+        head = self.head.decode("utf-8", "replace") if self.total > _MAX_OUTPUT_CHARS else ""
+        return bytes(self.tail[-_MAX_OUTPUT_CHARS:]).decode("utf-8", "replace"), head
+
+
+def _supervise(proc: subprocess.Popen, output: _Output, group: Optional[RunGroup], limits: Limits, start: float,
+               disk: Optional[Path]) -> tuple[str, float, bool]:
+    """Waits for `proc` to exit while draining its output into `output`, reading its CPU time (the
+    cgroup's, else /proc's) and whether the run's file system (`disk`, where it has one) ran out.
+    Returns the time limit that stopped it ("cpu", "wall"; "" when it exited), the CPU seconds last
+    read and whether the file system was seen full. The reads come at most _POLL_S apart, sooner as
+    the CPU limit nears (at the earliest moment the machine's CPUs could reach it), so a run
+    overshoots by little."""
+    cpus = len(os.sched_getaffinity(0))
+    cpu, full = 0.0, False
+    next_poll = start + min(_POLL_S, limits.timeout_s / cpus, limits.wall_s())
+    pipe, pidfd = proc.stdout.fileno(), os.pidfd_open(proc.pid)  # type: ignore[union-attr]
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(pipe, selectors.EVENT_READ)
+            selector.register(pidfd, selectors.EVENT_READ)
+            while True:
+                now = time.perf_counter()
+                if now >= next_poll:
+                    cpu = max(cpu, group.cpu_seconds() if group else tree_cpu_seconds(proc.pid))
+                    full = full or (disk is not None and run_fs_full(disk))
+                    if cpu > limits.timeout_s:
+                        return "cpu", cpu, full
+                    if now - start >= limits.wall_s():
+                        return "wall", cpu, full
+                    next_poll = now + min(_POLL_S, max(0.01, (limits.timeout_s - cpu) / cpus),
+                                          start + limits.wall_s() - now)
+                for key, _ in selector.select(max(0.0, next_poll - time.perf_counter())):
+                    if key.fd == pidfd:
+                        return "", cpu, full
+                    if not output.read(pipe):  # the pipe's end, or the output's cap: stop reading it
+                        selector.unregister(pipe)
+                        if output.total >= output.cap:
+                            proc.stdout.close()  # type: ignore[union-attr]  # writes fail (EPIPE) from now on
+    finally:
+        os.close(pidfd)
+
+
+def _kernel_layout() -> Optional[Layout]:
+    """The cgroup layout commands run in (cgroups.py), where cgexec is there to join it."""
+    return host_layout() if _tools_present("cgexec") else None
+
+
+def kernel_limits() -> str:
+    """The kernel limits commands run under here: "cgroup v1" or "cgroup v2" (cgroups.py), or ""
+    (not root, no cgexec, or no cgroup hierarchy this process can use: CPU time read from /proc)."""
+    layout = _kernel_layout()
+    return layout.describe() if layout else ""
+
+
 def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str, str], limits: Limits,
                  isolation: str, pass_fds: Sequence[int] = ()) -> ProcessResult:
     """Runs `cmd` in `cwd` (inside `view.sandbox`, which must be prepared with `prepare_sandbox`)
-    until it ends or uses up `limits.timeout_s` CPU seconds or `limits.wall_s()` of wall clock.
-    `pass_fds`: descriptors the command inherits (the guard's key and channel, harness/guard.py).
-    Never leaves a process behind: on a time limit, and on any exception while waiting (e.g. a
-    reward's own time limit firing), the process group is killed before returning or raising."""
+    until it ends or uses up `limits.timeout_s` CPU seconds or `limits.wall_s()` of wall clock, in a
+    cgroup of its own where `kernel_limits()` (module docstring). `pass_fds`: descriptors the command
+    inherits (the guard's key and channel, harness/guard.py). Never leaves a process behind: on a
+    time limit, and on any exception while waiting (e.g. a reward's own time limit firing), the
+    process group is killed, and every process left in the cgroup, before returning or raising."""
     start = time.perf_counter()
-    with tempfile.TemporaryFile() as log, _data_fds(_payloads(view, isolation)) as fds:
+    layout = _kernel_layout()
+    disk = view.sandbox if os.path.ismount(view.sandbox) else None  # the run's own file system (runfs.py)
+    with contextlib.ExitStack() as stack:
+        fds = stack.enter_context(_data_fds(_payloads(view, isolation)))
+        group = stack.enter_context(run_group(layout, limits.memory_mb << 20, limits.max_processes)) \
+            if layout is not None else None
+        output = _Output(limits.file_size_mb << 20)
         with _LIVE_LOCK:
             if _STOPPING.is_set():
                 raise RunInterrupted("interrupted")
-            proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd, fds), cwd=cwd, env=dict(env),
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, pass_fds=(*fds.values(), *pass_fds))
+            proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd, fds, group), cwd=cwd,
+                                    env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    pass_fds=(*fds.values(), *pass_fds))
             _LIVE.add(proc)
-        timed_out, cpu = False, 0.0
+        stack.callback(proc.stdout.close)  # type: ignore[union-attr]
+        stopped, cpu, full = "", 0.0, False
         try:
-            while True:
-                try:
-                    proc.wait(timeout=max(0.0, min(_POLL_S, start + limits.wall_s() - time.perf_counter())))
-                    break
-                except subprocess.TimeoutExpired:
-                    cpu = max(cpu, tree_cpu_seconds(proc.pid))
-                    if cpu > limits.timeout_s or time.perf_counter() - start >= limits.wall_s():
-                        timed_out = True
-                        break
+            stopped, cpu, full = _supervise(proc, output, group, limits, start, disk)
         finally:
-            if proc.returncode is None:
+            if proc.poll() is None:  # stopped at a limit, or an exception while waiting
                 _kill_group(proc)
-                proc.wait()
+            proc.wait()
+            if group is not None:
+                group.kill_all()  # what left the process group (setsid) or outlived it (`none` mode)
             with _LIVE_LOCK:
                 _LIVE.discard(proc)
+        if not proc.stdout.closed:  # type: ignore[union-attr]
+            output.drain(proc.stdout.fileno())  # type: ignore[union-attr]
         if _STOPPING.is_set():
             raise RunInterrupted("interrupted")
-        size = log.seek(0, os.SEEK_END)
-        head = ""
-        if size > _MAX_OUTPUT_CHARS:
-            log.seek(0)
-            head = log.read(_HEAD_CHARS).decode("utf-8", "replace")
-        log.seek(max(0, size - _MAX_OUTPUT_CHARS))
-        output = log.read().decode("utf-8", "replace")
-    return ProcessResult(None if timed_out else proc.returncode, timed_out, time.perf_counter() - start, output,
-                         isolation, cpu, size, head)
+        limit = stopped
+        if group is not None:
+            cpu = group.cpu_seconds()  # every process is gone: the whole run's
+            if not cpu:  # cgexec could not join it (and said so in the output): no result of the command
+                raise RuntimeError(f"the command never ran in its cgroup: {output.text()[0][-500:]}")
+            limit = limit or ("memory" if group.oom_kills() else "processes" if group.process_limit_hits() else "")
+        limit = limit or ("disk" if full or (disk is not None and run_fs_full(disk)) else "")
+    text, head = output.text()
+    return ProcessResult(None if stopped else proc.returncode, bool(stopped), time.perf_counter() - start, text,
+                         isolation, cpu, output.total, head, limit)
