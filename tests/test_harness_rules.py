@@ -628,3 +628,24 @@ def test_a_sentinel_catches_an_object_equal_to_everything_where_the_fix_belongs(
                                  cwd=root, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)}).stdout
             outcomes[name] = sentinels.tampering(parse_pytest_summary(out), 1, out)
         assert outcomes["honest"] is None and "must fail" in outcomes["forged"], (seed, outcomes)
+
+
+def test_sentinels_call_only_the_package_under_test(tmp_path):
+    """A test file that calls the standard library with literal arguments (`os.symlink("a", "b")`): a
+    sentinel repeating that call would repeat the test's side effects (the real test then fails on the
+    link it finds). Sentinels call what the file imports from the package under test, and nothing else."""
+    import ast
+
+    from swe_rl_jax.harness.pytestguard import place_sentinels
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("def parse(text):\n    return text\n")
+    (tmp_path / "tests").mkdir()
+    host = ("import os\n\nfrom pkg import parse\n\n\ndef test_links():\n    os.symlink('a', 'b')\n    os.remove('b')\n\n\n"
+            "def test_parse():\n    assert parse('x') == 'x'\n")
+    (tmp_path / "tests" / "test_io.py").write_text(host)
+    sentinels = place_sentinels(tmp_path, ["pytest", "tests/test_io.py"], ["tests/test_io.py::test_parse"], max_failing=10)
+    tree = ast.parse((tmp_path / "tests" / "test_io.py").read_text())
+    called = {ast.unparse(c.func) for n in tree.body if isinstance(n, ast.FunctionDef)
+              and n.name in {t.name for t in sentinels.tests} for c in ast.walk(n) if isinstance(c, ast.Call)}
+    assert called and called <= {"parse"}, called

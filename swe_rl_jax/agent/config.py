@@ -75,5 +75,8 @@ class AgentConfig:
 
     def judge_limits(self) -> Limits:
         """The judge's test run's limits, and the work tree's: its file system, its install step's
-        (derived from these as a test run's, harness/runner.py `install_limits`)."""
-        return Limits(timeout_s=self.judge_timeout_s, disk_mb=self.episode_disk_mb, max_files=self.episode_max_files)
+        (derived from these as a test run's, harness/runner.py `install_limits`). Memory is a command's:
+        the work tree's file system holds at most half of it (`Limits.run_fs_mb`: its files are memory
+        charged to the command that writes them), so a command that fills it runs out of disk, not memory."""
+        return Limits(timeout_s=self.judge_timeout_s, memory_mb=self.command_memory_mb, disk_mb=self.episode_disk_mb,
+                      max_files=self.episode_max_files)

@@ -228,21 +228,21 @@ def _imports(tree: ast.Module) -> list[tuple[str, str]]:
     return [(bound, source) for bound, source in pairs if bound not in deleted]
 
 
-def _package_names(tree: ast.Module, is_package: Callable[[str], bool]) -> list[str]:
-    """Names the module imports from the package under test (`is_package` of the top-level module;
-    a relative import always), else from outside the standard library, else any."""
+def _package_names(tree: ast.Module, is_package: Callable[[str], bool]) -> tuple[list[str], list[str]]:
+    """Names the module imports: those an identity sentinel may name (from the package under test,
+    `is_package` of the top-level module or a relative import; else from outside the standard
+    library; else any), and those a sentinel may call: from the package under test only, nothing of
+    pytest's own (_NEVER_CALLED). Calling the standard library or another package with a test's
+    arguments (`os.symlink("a", "b")`) would repeat that test's side effects, not the package's."""
     tiers: tuple[list[str], list[str], list[str]] = ([], [], [])
     for bound, source in _imports(tree):
         top = source.lstrip(".").split(".")[0]
         tier = 0 if source.startswith(".") or is_package(top) else 2 if top in sys.stdlib_module_names else 1
         tiers[tier].append(bound)
-    return list(dict.fromkeys(next((t for t in tiers if t), [])))
-
-
-def _callable_names(tree: ast.Module, names: Sequence[str]) -> list[str]:
-    """Of `names`, those the file does not import from pytest's own packages (_NEVER_CALLED)."""
+    named = list(dict.fromkeys(next((t for t in tiers if t), [])))
     sources = dict(_imports(tree))
-    return [n for n in names if sources.get(n, "").lstrip(".").split(".")[0] not in _NEVER_CALLED]
+    callable_ = [n for n in dict.fromkeys(tiers[0]) if sources.get(n, "").lstrip(".").split(".")[0] not in _NEVER_CALLED]
+    return named, callable_
 
 
 def _literal(node: ast.AST) -> bool:
@@ -466,8 +466,8 @@ def place_sentinels(worktree: Path, directives: Sequence[str], fail_to_pass: Seq
 
     offers = {}
     for f in files:
-        names = _package_names(f.tree, is_package) or ["__name__"]
-        callable_names = _callable_names(f.tree, names)
+        names, callable_names = _package_names(f.tree, is_package)
+        names = names or ["__name__"]
         graded_here = {t.rsplit("::", 1)[-1].split("[", 1)[0] for t in fail_to_pass if _same_file(_file_of(t), f.path)}
         calls, graded_calls = _test_calls(f.tree, callable_names, graded_here)
         offers[f.path] = _Offer(_test_words(f.tree), names, calls, graded_calls, _test_callees(f.tree, callable_names),

@@ -7,6 +7,7 @@ whether it ran out is read in O(1) (`statvfs`).
     mount_run_fs(sandbox, limits)     # root with a working mount; else the directory stays plain
     run_fs_full(sandbox)              # the file system (whichever it is) has next to nothing left
     release_run_fs(sandbox, keep)     # unmounted (with `keep`, its files copied onto the host's disk first)
+    with command_tmp(parent, size, inodes) as tmp:   # one command's /tmp and /dev/shm (bwrap binds them)
 
 A harness killed before it could unmount (SIGKILL) leaves its runs' file systems mounted; each
 names its creator as its source (leftovers.py), and the next one mounted on the machine unmounts
@@ -23,11 +24,13 @@ writes (the checkout, the patches) is charged to the harness.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Iterator, Optional
 
 from swe_rl_jax.harness.leftovers import orphaned, owner_tag
 
@@ -105,3 +108,31 @@ def run_fs_full(path: Path) -> bool:
     if info.f_files and info.f_ffree < max(FULL_MIN_INODES, FULL_FRACTION * info.f_files):
         return True
     return info.f_bfree * info.f_frsize < max(FULL_MIN_BYTES, FULL_FRACTION * info.f_blocks * info.f_frsize)
+
+
+@contextlib.contextmanager
+def command_tmp(parent: Path, size_bytes: int, inodes: int) -> Iterator[Optional[Path]]:
+    """A fresh file system of `size_bytes` and `inodes` for one sandboxed command's /tmp, with its
+    /dev/shm in `shm/` (sandbox.py binds both), made in `parent` (root's: no sandboxed process has
+    touched it, so bubblewrap's directories for the binds below /tmp go into a tree nobody planted
+    links in) and unmounted when the command ends. bubblewrap's own `--tmpfs` takes a size but no
+    inode count, and 200,000 empty files there cost the host kernel memory a run's disk limit never
+    saw. None where root may not mount one: bubblewrap's tmpfs serves, its inodes bounded only by the
+    memory they take (charged to the command's cgroup)."""
+    if not run_fs_available():
+        yield None
+        return
+    path = Path(tempfile.mkdtemp(prefix=".tmp-", dir=parent))
+    try:
+        _mount(path, size_bytes, inodes)
+        try:
+            (path / "shm").mkdir()
+            for directory in (path, path / "shm"):
+                directory.chmod(0o1777)
+            yield path
+        finally:
+            if subprocess.run(["umount", str(path)], capture_output=True, check=False).returncode != 0:
+                subprocess.run(["umount", "--lazy", str(path)], capture_output=True, check=False)
+    finally:
+        with contextlib.suppress(OSError):
+            path.rmdir()

@@ -213,7 +213,7 @@ class _Prepared:
 
 
 def _scratch(work_dir: Optional[Path], limits: Limits) -> Path:
-    """A fresh run directory whose `sandbox/` is the run's own file system of `limits.disk_mb` and
+    """A fresh run directory whose `sandbox/` is the run's own file system of `limits.run_fs_mb()` and
     `limits.max_files` where root may mount one (runfs.py); `_release` undoes it."""
     if work_dir is not None:
         Path(work_dir).mkdir(parents=True, exist_ok=True)
@@ -221,7 +221,7 @@ def _scratch(work_dir: Optional[Path], limits: Limits) -> Path:
     scratch.chmod(0o755)  # mkdtemp's 0700 would keep the sandbox user from reaching its sandbox (namespaces)
     try:
         (scratch / "sandbox").mkdir(mode=0o755)
-        mount_run_fs(scratch / "sandbox", limits.disk_mb, limits.max_files)
+        mount_run_fs(scratch / "sandbox", limits.run_fs_mb(), limits.max_files)
     except BaseException:
         remove_tree(scratch)
         raise

@@ -90,14 +90,16 @@ from typing import Iterator, Literal, Mapping, Optional, Sequence
 
 from swe_rl_jax.config import require
 from swe_rl_jax.harness.cgroups import Layout, RunGroup, host_layout, run_group
-from swe_rl_jax.harness.runfs import run_fs_full
+from swe_rl_jax.harness.runfs import command_tmp, run_fs_full
 
 Isolation = Literal["auto", "bwrap", "namespaces", "none"]
 ISOLATION_MODES: tuple[str, ...] = ("auto", "bwrap", "namespaces", "none")
 NOBODY_UID = 65534
 _MAX_OUTPUT_CHARS = 4 << 20  # what is kept of a run's output (its end: pytest's summary is last)
-# The private /tmp and /dev/shm (bwrap; namespaces mode: /dev/shm): memory-backed, so each is capped,
-# as namespaces mode's `size=256m`; without a size a tmpfs may take half the host's RAM.
+# The private /tmp and /dev/shm (bwrap: one file system of the command's own, runfs.command_tmp, of
+# this size and the run's `max_files` inodes, or without root each a tmpfs of bubblewrap's; namespaces
+# mode: /dev/shm): memory-backed, so capped, as namespaces mode's `size=256m`; without a size a tmpfs
+# may take half the host's RAM.
 _TMPFS_BYTES = 256 << 20
 _HEAD_CHARS = 16384  # and of its start, when the end does not hold it (an agent's observation shows both)
 WALL_FACTOR = 3.0  # the default wall-clock backstop, in units of the CPU-time limit
@@ -168,7 +170,7 @@ class Limits:
     file_size_mb: int = 256  # largest file a process may write; the output read of the command at most
     max_processes: int = 256  # processes (and threads) of the command together (cgroups; else per user)
     wall_timeout_s: float = 0.0  # the wall-clock backstop; 0 = WALL_FACTOR x timeout_s
-    disk_mb: int = 2048  # the run's file system (runfs.py): its size
+    disk_mb: int = 2048  # the run's file system (runfs.py): its size (at most half of memory_mb: `run_fs_mb`)
     max_files: int = 50000  # and its files, directories and links
 
     def __post_init__(self) -> None:
@@ -183,6 +185,13 @@ class Limits:
     def wall_s(self) -> float:
         return self.wall_timeout_s or WALL_FACTOR * self.timeout_s
 
+    def run_fs_mb(self) -> int:
+        """The size of the run's file system: `disk_mb`, at most half of `memory_mb`. Its files are
+        memory charged to the command that writes them (runfs.py), so a file system as large as the
+        memory limit would end a command that fills it as out of memory rather than out of disk,
+        with nothing left for its processes."""
+        return max(1, min(self.disk_mb, self.memory_mb // 2))
+
     def describe(self) -> str:
         """The time limits as a report's message says them."""
         return f"{self.timeout_s:g} CPU s or {self.wall_s():g} s of wall clock"
@@ -191,7 +200,7 @@ class Limits:
         """One of LIMIT_KINDS as a message says it."""
         return {"cpu": self.describe(), "wall": self.describe(),
                 "memory": f"the memory limit of {self.memory_mb} MB (all its processes together)",
-                "disk": f"the limit of the run's file system ({self.disk_mb} MB; {self.max_files} files, "
+                "disk": f"the limit of the run's file system ({self.run_fs_mb()} MB; {self.max_files} files, "
                         "directories and links)",
                 "processes": f"the limit of {self.max_processes} processes"}[limit]
 
@@ -312,14 +321,17 @@ def _system_args(fds: Mapping[str, int]) -> list[str]:
     return args
 
 
-def _bwrap_command(view: View, cwd: Path, fds: Mapping[str, int]) -> list[str]:
+def _bwrap_command(view: View, cwd: Path, fds: Mapping[str, int], tmp: Optional[Path] = None) -> list[str]:
     """bubblewrap's arguments up to the command: namespaces, then the view (docstring). The private
-    /tmp comes before the binds, which may lie below it; the directories above a bound path are
-    made 0755 (bubblewrap's own are 0700, which the sandbox's user could not pass)."""
+    /tmp comes before the binds, which may lie below it: the command's own file system `tmp` (with
+    /dev/shm in its `shm/`; runfs.command_tmp), else tmpfs mounts of bubblewrap's; the directories
+    above a bound path are made 0755 (bubblewrap's own are 0700, which the sandbox's user could not pass)."""
+    private = (["--bind", str(tmp / "shm"), "/dev/shm", "--bind", str(tmp), "/tmp"] if tmp is not None else
+               ["--perms", "01777", "--size", str(_TMPFS_BYTES), "--tmpfs", "/dev/shm", "--perms", "01777", "--size",
+                str(_TMPFS_BYTES), "--tmpfs", "/tmp"])
     args = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--seccomp", str(fds["seccomp"]),
-            *_system_args(fds), "--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--size", str(_TMPFS_BYTES),
-            "--tmpfs", "/dev/shm", "--perms", "01777", "--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp"]
+            *_system_args(fds), "--proc", "/proc", "--dev", "/dev", *private]
     made = {"/", "/tmp", "/usr", "/etc"}
 
     def parents(path: Path) -> list[str]:
@@ -357,14 +369,15 @@ def _namespaces_command(view: View) -> list[str]:
 
 
 def wrap_command(cmd: Sequence[str], view: View, limits: Limits, isolation: str, cwd: Path,
-                 fds: Mapping[str, int] = {}, group: Optional[RunGroup] = None) -> list[str]:
+                 fds: Mapping[str, int] = {}, group: Optional[RunGroup] = None, tmp: Optional[Path] = None) -> list[str]:
     """The full command line that runs `cmd` in `cwd` under `isolation` and `limits`, seeing `view`
-    (bwrap: `fds` from `_data_fds(_payloads(view, isolation))`), inside `group` when given."""
+    (bwrap: `fds` from `_data_fds(_payloads(view, isolation))`, `tmp` its /tmp when given), inside
+    `group` when given."""
     limited = _prlimit(limits, isolation, group) + list(cmd)
     if isolation == "none":
         return _cgexec(group) + limited
     if isolation == "bwrap":
-        return _cgexec(group) + _bwrap_command(view, cwd, fds) + _setpriv(view.uid) + limited
+        return _cgexec(group) + _bwrap_command(view, cwd, fds, tmp) + _setpriv(view.uid) + limited
     return _cgexec(group) + _namespaces_command(view) + _setpriv(view.uid) + limited
 
 
@@ -678,11 +691,13 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str,
         fds = stack.enter_context(_data_fds(_payloads(view, isolation)))
         group = stack.enter_context(run_group(layout, limits.memory_mb << 20, limits.max_processes)) \
             if layout is not None else None
+        tmp = stack.enter_context(command_tmp(view.sandbox.parent, _TMPFS_BYTES, limits.max_files)) \
+            if isolation == "bwrap" else None
         output = _Output(limits.file_size_mb << 20)
         with _LIVE_LOCK:
             if _STOPPING.is_set():
                 raise RunInterrupted("interrupted")
-            proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd, fds, group), cwd=cwd,
+            proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd, fds, group, tmp), cwd=cwd,
                                     env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, start_new_session=True,
                                     pass_fds=(*fds.values(), *pass_fds))
@@ -703,13 +718,16 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str,
             output.drain(proc.stdout.fileno())  # type: ignore[union-attr]
         if _STOPPING.is_set():
             raise RunInterrupted("interrupted")
-        limit = stopped
+        kernel = ""
         if group is not None:
             cpu = group.cpu_seconds()  # every process is gone: the whole run's
             if not cpu:  # cgexec could not join it (and said so in the output): no result of the command
                 raise RuntimeError(f"the command never ran in its cgroup: {output.text()[0][-500:]}")
-            limit = limit or ("memory" if group.oom_kills() else "processes" if group.process_limit_hits() else "")
-        limit = limit or ("disk" if full or (disk is not None and run_fs_full(disk)) else "")
+            kernel = "memory" if group.oom_kills() else "processes" if group.process_limit_hits() else ""
+        # What the kernel refused names the limit before a clock that ran out meanwhile: a command whose
+        # allocations were killed, forks refused or writes refused spends its time on what followed.
+        ran_out = full or any(run_fs_full(fs) for fs in (disk, tmp) if fs is not None)
+        limit = kernel or ("disk" if ran_out else "") or stopped
     text, head = output.text()
     return ProcessResult(None if stopped else proc.returncode, bool(stopped), time.perf_counter() - start, text,
                          isolation, cpu, output.total, head, limit)
