@@ -290,3 +290,14 @@ def test_the_frameworks_own_repository_runs_unguarded(tmp_path):
     (plain / "src" / "flask" / "__init__.py").write_text("")
     (plain / "tests" / "pytest").mkdir(parents=True)  # a directory of that name without a package is no framework
     assert not _framework_under_test(plain, [])
+
+
+def test_closing_the_channel_first_does_not_hide_a_forgery(tmp_path, monkeypatch):
+    """Code that closes every descriptor before its watched act: the hook cannot write its record, ends
+    the process all the same, and the harness reads that as proof (GuardReport.proof), not as a run
+    that merely produced no results."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    script = "import os, gc\nos.closerange(3, 4096)\ngc.get_objects()\n"
+    code, _, report = _run(tmp_path, script, untrusted=True, tests=TESTS)
+    assert code == 86 and report.loaded and not report.evidence and not report.problem
+    assert "ended the test process" in report.proof(code) and report.proof(0) is None

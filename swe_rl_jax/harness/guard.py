@@ -41,6 +41,7 @@ CONFIG_VARIABLE = "SWE_RL_JAX_GUARD"
 _MAX_CHANNEL_BYTES = 256 << 20  # a run's records past this are not read (a forger's flood; ~1 M tests)
 _DRAIN_CHUNK = 1 << 16
 _FAVOURABLE = frozenset({PASSED, XPASS, XFAIL, SKIPPED})  # the outcomes a forger would want
+GUARD_EXIT = 86  # the status the hook ends the test process with (guard_files/sitecustomize.py)
 
 
 def blob_id(data: bytes) -> str:
@@ -89,13 +90,23 @@ class GuardReport:
     def guarded(self) -> bool:
         return self.loaded and not self.problem and self.configured and self.finished is not None
 
-    def tampering(self, log_statuses: Mapping[str, str], pytest_run: bool) -> Optional[str]:
-        """Why the run's results cannot stand, or None. `log_statuses`: the log's, as parsed."""
+    def proof(self, returncode: Optional[int]) -> Optional[str]:
+        """What proves tampering whatever else the run did: the hook's evidence, a channel written by
+        someone else, or the process ended by the hook with its record lost (the code under test had
+        closed or taken the channel's descriptor), as one line; else None."""
         if self.problem:
             return f"the guard's channel: {self.problem}"
         if self.evidence:
             event, where, line, what = self.evidence[0]
             return f"the guard saw {event} from {where}:{line}" + (f" ({what})" if what else "")
+        if self.loaded and returncode == GUARD_EXIT:
+            return "the guard ended the test process, and its record of why did not reach the harness"
+        return None
+
+    def tampering(self, log_statuses: Mapping[str, str], pytest_run: bool) -> Optional[str]:
+        """Why the run's results cannot stand, beyond `proof`, or None. `log_statuses`: the log's, as parsed."""
+        if self.problem or self.evidence:
+            return self.proof(None)
         if not pytest_run or not self.loaded:
             return None
         named = [t for t in log_statuses if "::" in t]

@@ -421,9 +421,10 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
         logged = parse_log(spec.log_format, result.output)
         statuses = sentinels.strip(logged) if sentinels else logged
         guard_says = watched.tampering(logged, pytest_run)
+        proof = watched.proof(result.returncode)
         error, message = "", ""
-        if watched.evidence or watched.problem:  # proof, whatever else happened (a limit tripped after it)
-            error, message = "tampered", guard_says or ""
+        if proof is not None:  # whatever else happened (a limit tripped after it)
+            error, message = "tampered", proof
         elif result.limit:
             error, message = limit_error(result, limits, "the tests")
         elif not statuses:

@@ -222,7 +222,7 @@ def _start():
             name = frame.f_code.co_filename
             emit("E", (event, name[len_(worktree):] if name.startswith(worktree) else name, frame.f_lineno, detail))
         finally:
-            exit_now(86)
+            exit_now(86)  # GUARD_EXIT in harness/guard.py
 
     def resolve(path):
         """An absolute, normalized path ("" for a descriptor); links are not followed: a test file reached
@@ -494,7 +494,7 @@ def _start():
                     try:
                         emit("E", (event, "<no Python frame>", 0, "a callback with no code on the stack"))
                     finally:
-                        exit_now(86)
+                        exit_now(86)  # GUARD_EXIT in harness/guard.py
                 return
             handler(event, args, caller)
         finally:
