@@ -47,7 +47,6 @@ def _start():
     import hashlib
     import json
     import marshal
-    import sysconfig
     import types
     with open(config_path, "rb") as handle:
         config = json.loads(handle.read().decode("utf-8"))
@@ -93,12 +92,8 @@ def _start():
     worktree = config["worktree"].rstrip("/") + "/"
     trusted_files = dict(config["trusted"])  # work-tree path -> git blob id, as the harness wrote it
     test_files = frozenset(config["tests"])
-    paths = sysconfig.get_paths()
-    std_roots = set()
-    for name in ("stdlib", "platstdlib"):
-        for root in (paths[name], os.path.realpath(paths[name])):
-            std_roots.add(root.rstrip("/") + "/")
-    std_roots = tuple(std_roots)
+    stdlib = os.path.dirname(os.__file__)  # where the standard library's Python files are (sysconfig costs ms)
+    std_roots = tuple({stdlib.rstrip("/") + "/", os.path.realpath(stdlib).rstrip("/") + "/"})
     own = os.path.dirname(os.path.abspath(__file__)) + "/"
     trusted_roots = tuple([r.rstrip("/") + "/" for r in config["trusted_roots"]] + [own])
     framework_roots = frozenset(("pytest", "_pytest", "pluggy", "py", "unittest", "builtins", config.get("plugin", "")))
@@ -374,25 +369,30 @@ def _start():
                 flag(event, culprit, "compiled a syntax tree under the name " + filename)
 
     def namespaces(which):
-        """(name, namespace) of what `which` covers: the framework's modules and their classes, or the
-        standard library's modules, as imported now."""
-        out = []
+        """(name, namespace) of what `which` covers, each namespace once: the framework's modules and
+        their classes, or the standard library's modules, as imported now."""
+        out, seen = [], set()
+
+        def add(name, namespace):
+            if id_(namespace) not in seen:
+                seen.add(id_(namespace))
+                out.append((name, namespace))
+
         for name, module in list_(modules.items()):
             if type_(module) is not module_type:
                 continue
-            root = name.split(".", 1)[0]
-            framework = root in framework_roots
+            framework = name.split(".", 1)[0] in framework_roots
             if which == "framework" and framework:
                 namespace = module_dict(module)
-                out.append((name, namespace))
+                add(name, namespace)
                 for attr, value in list_(namespace.items()):
                     if issubclass_(type_(value), type_):
-                        out.append((name + "." + attr, class_dict(value)))
+                        add(name + "." + str_(attr), class_dict(value))
             elif which == "stdlib" and not framework:
                 filename = module_dict(module).get("__file__")
                 if filename is None or (type_(filename) is str_ and filename.startswith(std_roots)
                                         and "-packages/" not in filename):
-                    out.append((name, module_dict(module)))
+                    add(name, module_dict(module))
         return out
 
     def is_behaviour(kind):  # by identity: `in` would call a metaclass's __eq__
@@ -402,28 +402,32 @@ def _start():
         return issubclass_(kind, type_)
 
     def bound(namespace):
-        ids, held = {}, []
+        """(attr, value) of what the namespace binds that a forger could replace (`behaviour`), but what
+        pytest itself swaps (`swapped_by_pytest`). The values are held: their ids stay theirs."""
         swapped = swapped_by_pytest.get(id_(namespace), ())
-        for attr, value in list_(namespace.items()):
-            if type_(attr) is str_ and is_behaviour(type_(value)) and attr not in swapped:
-                ids[attr] = id_(value)
-                held.append(value)  # keeps the ids unique while the snapshot lives
-        return ids, held
+        return [(attr, value) for attr, value in list_(namespace.items())
+                if type_(attr) is str_ and attr not in swapped and is_behaviour(type_(value))]
 
     def snapshot(which):
-        snapshots[which] = [(name, namespace) + bound(namespace) for name, namespace in namespaces(which)]
+        snapshots[which] = [[name, namespace, len_(namespace), bound(namespace)]
+                            for name, namespace in namespaces(which)]
 
     def changed(which):
-        """The first name the snapshot bound otherwise now, or ""."""
-        for name, namespace, ids, _ in snapshots.get(which, ()):
-            now, _ = bound(namespace)
-            if now != ids:
-                for attr in ids:
-                    if now.get(attr) != ids[attr]:
-                        return name + "." + attr
-                for attr in now:
-                    if attr not in ids and type_(namespace.get(attr)) is not module_type:  # not a submodule imported
+        """The first name the snapshot bound otherwise now, or "": each binding looked up again (an
+        identity, no call), and a namespace whose size changed scanned for what was added (a submodule
+        imported since is no change)."""
+        for entry in snapshots.get(which, ()):
+            name, namespace, size, pairs = entry
+            get = namespace.get
+            for attr, value in pairs:
+                if get(attr) is not value:
+                    return name + "." + attr
+            if len_(namespace) != size:
+                known = set_(attr for attr, _ in pairs)
+                for attr, value in bound(namespace):
+                    if attr not in known and type_(value) is not module_type:
                         return name + "." + attr + " (added)"
+                entry[2] = len_(namespace)
         return ""
 
     plugin_codes = set()
