@@ -129,3 +129,21 @@ def options(tmp_path_factory, open_dir):
     return HarnessOptions(workers=2, limits=Limits(timeout_s=60),
                           env=EnvironmentOptions(cache_dir=str(tmp_path_factory.mktemp("envs"))),
                           work_dir=str(open_dir / "work"))
+
+
+# Image mode's tests (tests/test_harness_images.py and the attack files' image runs): the sample's
+# images, built from this host's files by tools/make_images.py once per machine and content
+# (~/.cache/swe_rl_jax/test-images/<key>/), and unpacked into a cache beside them that later sessions reuse.
+@pytest.fixture(scope="session")
+def sample_images():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from make_images import sample_images as build
+
+    return build()
+
+
+@pytest.fixture(scope="session")
+def image_options(sample_images):
+    from swe_rl_jax.harness.images import ImageOptions
+
+    return ImageOptions(dir=str(sample_images / "images"), cache=str(sample_images / "cache"))
