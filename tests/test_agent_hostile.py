@@ -865,7 +865,11 @@ def test_a_judges_checkout_in_flight_is_out_of_reach(episodes, world, beside):
     # Every test_types.py in B's view (the system's own among them) without the new test; of the runs', B's only.
     copies = dict(line.rsplit(" ", 1) for line in out["copies"].splitlines())
     assert set(copies.values()) == {"0"}, out["copies"]
-    assert [p for p in copies if p.startswith(str(work))] == [str(b.workspace.worktree / "tests" / "test_types.py")]
+    own = b.workspace.worktree / "tests" / "test_types.py"
+    if world["images"].enabled:  # B sees its own tree at the image's repository path, and nothing under work
+        assert "/testbed/tests/test_types.py" in copies and not [p for p in copies if p.startswith(str(work))]
+    else:
+        assert [p for p in copies if p.startswith(str(work))] == [str(own)]
     assert out["by_path"].split() == ["absent"] * 3, out["by_path"]
     assert max(_sandbox_pids(out["proc"])) < 20, out["proc"]
     assert in_flight  # the judge's checkout was there throughout B's search

@@ -501,3 +501,18 @@ def test_bad_image_options_exit_2_with_one_line(tmp_path, capsys, case):
     assert cli_main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and expected in err, err
+
+
+@needs_bwrap
+def test_agent_rl_skips_an_instance_without_its_image_and_says_how_to_fetch_it(image_options, tmp_path, capsys):
+    from swe_rl_jax.rl.agent_run import AgentRLConfig, usable_instances
+
+    rows = [json.loads(line) for line in (SAMPLE_DIR / "instances.jsonl").read_text().splitlines()]
+    path = tmp_path / "instances.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*rows[:2], {**rows[0], "instance_id": "nobody__nothing-1"}]))
+    config = AgentRLConfig(instances=(str(path),))
+    config = dataclasses.replace(config, agent=dataclasses.replace(config.agent, images=image_options))
+    kept, skipped = usable_instances(config, RepoLocator())
+    assert [i.instance_id for i in kept] == [r["instance_id"] for r in rows[:2]] and skipped == {"no_image": 1}
+    name = "swebench/sweb.eval.x86_64.nobody_1776_nothing-1:latest"
+    assert f"fetch it: skopeo copy docker://docker.io/{name} oci:{image_options.dir}:{name}" in capsys.readouterr().out

@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
             "unstable": {t: {"statuses": v, "list": "FAIL_TO_PASS" if t in inst.fail_to_pass else
                              "PASS_TO_PASS" if t in inst.pass_to_pass else "neither"}
                          for t, v in unstable.items()}}
-        verdicts = " ".join(f"{r['resolution_status']}{'/' + r['error'] if r['error'] else ''}" for r in records)
-        print(f"{inst.instance_id}: {verdicts}; unstable: "
-              f"{', '.join(f'{t} ({v['list']})' for t, v in validation[inst.instance_id]['unstable'].items()) or '-'}")
+        verdicts = " ".join(r["resolution_status"] + (f"/{r['error']}" if r["error"] else "") for r in records)
+        named = ", ".join(f"{t} ({v['list']})" for t, v in validation[inst.instance_id]["unstable"].items())
+        print(f"{inst.instance_id}: {verdicts}; unstable: {named or '-'}")
     (out / "validation.json").write_text(json.dumps(validation, indent=2) + "\n")
     with open(out / "validated.jsonl", "w") as f:
         for where, row in _rows(path):
