@@ -5,13 +5,21 @@ The sample's SWE-bench-style images (tools/make_images.py), a fresh image cache:
   cache's layout (skopeo), `umoci unpack`, and what the harness adds (permissions, hard links to the
   image sharing its layers), from each image's image.json; the disk of its unpacked tree (`du`);
 - a second instance of the same repository: its unpack, and the disk both images take together
-  (`du` counts a hard-linked inode once) against one alone, and against the second's tree counted
-  on its own (what it would take unshared);
+  (`du` counts a hard-linked inode once) against the first alone, and the second's tree counted on
+  its own (what it would take unshared);
 - start-up: a run's set-up (a work tree and its sandbox: `Workspace.open`) and one command in it
   (`true`), image mode against the pip-spec mode on the same instance, `--repeats` times each,
   interleaved (the median); and a whole gold test run (`run_tests`) of the instance in each mode.
 
     python tools/bench_images.py [--repeats 10] [--out FILE.json]
+    python tools/bench_images.py --testbeds REPORT.json --instances FILE --repos DIR [--env-cache DIR]
+
+With `--testbeds` (the report of an `evaluate --gold` run of real instances, pip-spec mode): what an
+image per instance would hold of its own, per instance: the repository's files at the base commit
+(the sizes `git ls-tree -l` gives) and its history up to it (the history store the run made, `du`),
+SWE-bench's `/testbed`; and the environment the run used (`du` of the cached virtualenv), per
+(repository, version), which SWE-bench's images share between the instances of a version: the
+figures docs/BENCHMARKS.md's disk per thousand instances is estimated from.
 """
 from __future__ import annotations
 
@@ -68,11 +76,46 @@ def _median_open(repo, commit, env, spec, work: Path, repeats: int, history: Pat
     return statistics.median(opens), statistics.median(commands)
 
 
+def testbeds(report: Path, instances_file: Path, repos: Path, env_cache: EnvironmentOptions) -> dict:
+    """Per instance of a gold run's report: its /testbed's bytes (files at the base commit, history up
+    to it) and its environment's; the means, and the environments per (repository, version)."""
+    from swe_rl_jax.data.sources import RepoLocator
+    from swe_rl_jax.harness.checkout import history_store
+
+    records = {r["instance_id"]: r for r in json.loads(report.read_text())["records"]}
+    locator = RepoLocator(repos)
+    rows, envs = {}, {}
+    for inst in load_instances(instances_file):
+        repo = locator.find(inst.repo)
+        listing = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "-l", inst.base_commit],
+                                 capture_output=True, text=True, check=True).stdout
+        files = sum(int(line.split()[3]) for line in listing.splitlines() if line.split()[3] != "-")
+        store = history_store(repo, inst.base_commit, env_cache.history_root())
+        key = records[inst.instance_id]["environment"]
+        envs.setdefault((inst.repo, inst.version), du(env_cache.root() / key))
+        rows[inst.instance_id] = {"files_bytes": files, "history_bytes": du(store)}
+    mean = lambda xs: round(statistics.mean(xs))  # noqa: E731
+    return {"instances": rows, "environments": {f"{r}@{v}": b for (r, v), b in envs.items()},
+            "mean_testbed_bytes": mean([r["files_bytes"] + r["history_bytes"] for r in rows.values()]),
+            "mean_environment_bytes": mean(list(envs.values()))}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--out", help="write the results as JSON here too")
+    p.add_argument("--testbeds", metavar="REPORT", help="measure real instances' /testbed instead (docstring)")
+    p.add_argument("--instances")
+    p.add_argument("--repos")
+    p.add_argument("--env-cache", default="")
     args = p.parse_args(argv)
+    if args.testbeds:
+        results = testbeds(Path(args.testbeds), Path(args.instances), Path(args.repos),
+                           EnvironmentOptions(cache_dir=args.env_cache))
+        print(json.dumps(results, indent=2))
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+        return 0
     built = sample_images()
     instances = load_instances(SAMPLE_DIR / "instances.jsonl")
     specs = load_specs(SAMPLE_DIR / "specs.json")
@@ -86,10 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         a = _ensure(cache, find_image(built / "images", swebench_image_name(first.instance_id)), options)
         b = _ensure(cache, find_image(built / "images", swebench_image_name(second.instance_id)), options)
         docker = _ensure(cache, find_image(built / "archives", swebench_image_name(first.instance_id)), options)
-        both = du(a["image"].rootfs, b["image"].rootfs)
+        # After both: hardlink links identical files within each tree too, so the first alone is measured again.
+        one, both = du(a["image"].rootfs), du(a["image"].rootfs, b["image"].rootfs)
         results["unpack"] = {"first": {k: v for k, v in a.items() if k != "image"},
                              "second_same_repository": {**{k: v for k, v in b.items() if k != "image"},
-                                                        "both_bytes": both, "added_bytes": both - a["rootfs_bytes"]},
+                                                        "first_after_bytes": one, "both_bytes": both,
+                                                        "added_bytes": both - one},
                              "docker_archive_of_first": {k: v for k, v in docker.items() if k != "image"},
                              "layout_bytes": du(cache.layout)}
         repos = make_sample_repos(scratch / "repos")

@@ -63,7 +63,7 @@ SYSTEM_PROGRAMS = ("sh", "dash", "bash", "ls", "cat", "cp", "mv", "rm", "mkdir",
                    "realpath", "stat", "grep", "sed", "awk", "find", "xargs", "diff", "cmp", "git", "tar", "gzip",
                    "which", "uname", "mktemp", "seq", "nproc", "du", "ps", "kill", "pkill", "timeout", "od",
                    "md5sum", "sha256sum", "ldd", "file", "mkfifo", "mknod", "nohup", "setsid", "getent", "curl",
-                   "ipcmk", "ipcs")
+                   "ipcmk", "ipcs", "ipcrm", "ip", "unshare")
 PATH = "/opt/miniconda3/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # What SWE-bench's images' Python environments do not need of the standard library either.
 _STDLIB_LEFT_OUT = ("test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data",
