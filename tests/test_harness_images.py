@@ -190,6 +190,33 @@ def test_images_are_found_by_name_in_every_layout(sample_images, tmp_path):
     assert find_image(images, _image("nobody__nothing-1")) is None
 
 
+def test_the_images_files_are_laid_out_over_the_base_commits(tmp_path):
+    """imagerepo.copy_files: at the base commit, every file of the image's tree (its edits too);
+    elsewhere only where the base commit tracks nothing (build outputs), never over a tracked path;
+    no `.git` of the image at any depth; links copied as links, never followed."""
+    from swe_rl_jax.harness.imagerepo import copy_files
+
+    source = tmp_path / "image"
+    for path, text in {"a/x": "image's edit\n", "b/y": "untracked\n", "build/lib.so": "built\n",
+                       ".git/config": "[core]\n\tfsmonitor = evil\n", "sub/.git/HEAD": "x\n", "sub/kept": "k\n",
+                       "tracked/z": "under a tracked file\n"}.items():
+        (source / path).parent.mkdir(parents=True, exist_ok=True)
+        (source / path).write_text(text)
+    (source / "link").symlink_to("/etc/shadow")
+    base = {"a/x": "base\n", "tracked": "a tracked file\n"}
+    for whole in (False, True):
+        dest = tmp_path / f"dest-{whole}"
+        for path, text in base.items():
+            (dest / path).parent.mkdir(parents=True, exist_ok=True)
+            (dest / path).write_text(text)
+        copy_files(source, dest, keep=None if whole else set(base))
+        files = {str(p.relative_to(dest)): (os.readlink(p) if p.is_symlink() else p.read_text())
+                 for p in dest.rglob("*") if p.is_symlink() or p.is_file()}
+        expected = {"b/y": "untracked\n", "build/lib.so": "built\n", "sub/kept": "k\n", "link": "/etc/shadow",
+                    **({"a/x": "image's edit\n", "tracked/z": "under a tracked file\n"} if whole else base)}
+        assert files == expected, whole  # whole: the image's directory `tracked` replaced the tracked file
+
+
 # ------------------------------------------------------------------------------------ unpacking
 @needs_bwrap
 def test_every_source_format_unpacks_to_the_file_system_its_layers_hold(sample_images, image_options):

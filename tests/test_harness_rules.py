@@ -552,23 +552,3 @@ def test_the_environments_plugins_are_named_and_nothing_else_autoloads(tmp_path)
     assert runs_pytest(["python", "-X", "dev", "-m", "pytest", "-rA"]) and runs_pytest(["/env/bin/pytest"])
     assert not runs_pytest(["./tests/runtests.py", "--verbosity", "2"]) and not runs_pytest(["bin/test", "-C"])
 
-
-def test_unstable_tests_are_those_whose_outcome_differs_and_validation_moves_them_out():
-    """harness/stability.py: an outcome is pass (PASSED, XFAIL), skip or fail (FAILED, ERROR, XPASS, not
-    in the log); a test is unstable when its outcome differs between runs; the validated row keeps each
-    list's encoding without them."""
-    from swe_rl_jax.data.sources import instance_from_dict
-    from swe_rl_jax.harness.stability import unstable_tests, validated_row
-
-    runs = [{"a": "PASSED", "b": "FAILED", "c": "XFAIL", "e": "ERROR"},
-            {"a": "XFAIL", "b": "PASSED", "c": "PASSED", "e": "FAILED"},
-            {"a": "PASSED", "c": "SKIPPED", "e": "XPASS"}]
-    assert unstable_tests(runs, ["a", "b", "d"]) == {"b": ["FAILED", "PASSED", None],
-                                                     "c": ["XFAIL", "PASSED", "SKIPPED"]}
-    row = {"instance_id": "o__r-1", "repo": "o/r", "base_commit": "abc", "problem_statement": "", "patch": "",
-           "FAIL_TO_PASS": json.dumps(["b", "x"]), "PASS_TO_PASS": ["c", "y"]}
-    validated = validated_row(row, ["b", "c"])
-    assert (validated["FAIL_TO_PASS"], validated["PASS_TO_PASS"], validated["unstable_tests"]) == ('["x"]', ["y"],
-                                                                                                    ["b", "c"])
-    inst = instance_from_dict(validated, "row")
-    assert (inst.fail_to_pass, inst.pass_to_pass, inst.unstable_tests) == (("x",), ("y",), ("b", "c"))

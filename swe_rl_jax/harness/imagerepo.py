@@ -75,11 +75,11 @@ def _clone(image: Image, source: Path, dest: Path, depth: int) -> None:
             raise ImageError("image_failed", f"cloning the repository at {image.repo_path} of image {image.key}: "
                                              f"{result.output.strip()[-1000:]}")
         shutil.move(str(out / "repo.git"), dest)
-    for directory, dirs, files in os.walk(dest):
-        for name in dirs:
-            os.chmod(os.path.join(directory, name), 0o755)
-        for name in files:
-            os.chmod(os.path.join(directory, name), 0o444)
+    for directory, dirs, files in os.walk(dest):  # readable by runs, changed by nobody; links left as they are
+        for names, mode in ((dirs, 0o755), (files, 0o444)):
+            for name in names:
+                if not os.path.islink(os.path.join(directory, name)):
+                    os.chmod(os.path.join(directory, name), mode)
     dest.chmod(0o755)
     (dest / _MARKER).write_text(image.key + "\n")
 
@@ -122,29 +122,30 @@ def _copy_entry(source: Path, target: Path, info: os.stat_result) -> None:
 
 def copy_files(source: Path, dest: Path, keep: Optional[set[str]] = None) -> None:
     """The files of `source` into `dest` (module docstring): every one, replacing what is there, or
-    (`keep`: the paths the base commit tracks) only those at paths `keep` does not name or lie under."""
-    tracked_dirs = {str(Path(p).parent) for p in keep} if keep is not None else set()
+    (`keep`: the paths the base commit tracks) only those at paths `keep` neither names nor lies
+    under and whose directories are no tracked file."""
+    tracked_dirs = {str(parent) for p in keep for parent in Path(p).parents} if keep is not None else set()
     for directory, dirs, files in os.walk(source):
         rel_dir = os.path.relpath(directory, source)
-        dirs[:] = [d for d in dirs if d != ".git"]
-        for name in sorted([*dirs, *files]):
-            if name == ".git":
-                continue
+        for name in sorted(dirs):
             rel = os.path.normpath(os.path.join(rel_dir, name))
-            src, target = Path(directory) / name, dest / rel
-            info = os.lstat(src)
-            if keep is not None and (rel in keep or rel in tracked_dirs and not stat.S_ISDIR(info.st_mode)):
+            target = dest / rel
+            if name == ".git" or (keep is not None and rel in keep):  # a tracked file's place: not the image's
+                dirs.remove(name)
                 continue
-            if stat.S_ISDIR(info.st_mode):
-                if target.is_symlink() or (target.exists() and not target.is_dir()):
-                    target.unlink()
-                target.mkdir(exist_ok=True)
+            if target.is_symlink() or (target.exists() and not target.is_dir()):
+                target.unlink()
+            target.mkdir(exist_ok=True)
+        for name in sorted(files):
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            if name == ".git" or (keep is not None and (rel in keep or rel in tracked_dirs)):
                 continue
+            target = dest / rel
             if target.is_symlink() or target.is_file():
                 target.unlink()
             elif target.is_dir():
                 shutil.rmtree(target)
-            _copy_entry(src, target, info)
+            _copy_entry(Path(directory) / name, target, os.lstat(Path(directory) / name))
 
 
 def _remove_missing(source: Path, dest: Path) -> None:

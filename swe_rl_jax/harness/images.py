@@ -13,12 +13,13 @@ The cache (`ImageCache`, under the environment cache's `images/`):
 - `unpacked/<hex>/`: the image unpacked by `umoci unpack` (as root: owners, modes, device nodes and
   hard links as the layers say, whiteouts applied), built once behind a lock as the environments are
   (environments.build_once), `rootfs/` plus `image.json` (the config's Env, WorkingDir, User, the
-  layers, the unpack's time). Every unpacked image is a whole copy: umoci shares nothing between
-  two images' file systems, only `layout/` shares blobs (docs/BENCHMARKS.md measures both).
+  layers, the unpack's times). umoci writes every image whole; util-linux `hardlink` then links its
+  files to the identical ones of the unpacked image that shares the most leading layers with it
+  (`_share_files`), so a second image of a repository costs its own layer (docs/BENCHMARKS.md).
   After unpacking, whatever the owner may read or search, others may too (`_open_to_others`): runs
   are users of their own, never the image's root, and environments under a 0700 `/root` (pyenv,
   uv) must still run; the sandbox binds the tree read-only and `nosuid`, `nodev`, so nothing a run
-  does changes it;
+  does changes it, and no file two images share is changed through one of them;
 - `sources/<key>`: which manifest a source file or directory (by path, size, time and inode) was
   copied as, so a source is copied once.
 
@@ -188,7 +189,8 @@ def _file_stems(name: str) -> list[str]:
     """The names of a per-image file or directory under the images directory: the repository with
     `/` as `__`, then its last component (`sweb.eval.x86_64.sympy_1776_sympy-11897`)."""
     repository = re.sub(r"^(docker\.io|index\.docker\.io)/", "", _split_name(name)[0])
-    return list(dict.fromkeys([repository.replace("/", "__"), repository.rsplit("/", 1)[-1]]))
+    stems = [repository.replace("/", "__"), repository.rsplit("/", 1)[-1]]
+    return [s for s in dict.fromkeys(stems) if s not in ("", ".", "..")]  # never a way out of the directory
 
 
 def find_image(images_dir: Path, name: str) -> Optional[ImageSource]:

@@ -25,6 +25,13 @@ Three modes, chosen once per process by `isolation_mode("auto")` (the strongest 
   would outlive the run) and new namespaces (a user namespace would give its code capabilities
   there, and much of the kernel to attack), and `/etc/passwd`, `group`, `hosts` and `hostname`
   are the sandbox's own, handed to bubblewrap through pipes (nothing is left on disk).
+  In image mode (`View.image`, an `ImageRoot`: harness/images.py) the same, with an image's file
+  system read-only at `/` instead of the host's system directories (a directory of it that lacks a
+  mount point the run needs rebuilt as a tmpfs of binds, `_graft`), the image's accounts plus the
+  run's user, the work tree at the image's repository path, and the host's setpriv run by the
+  host's loader from bubblewrap's /dev (the image has neither): `_image_root_args`,
+  `_image_sandbox_args`, `_image_setpriv`. `run_on_untrusted_data` runs a host tool (git) on data
+  that came with an image, as a user of its own in the host view.
 - `namespaces` (the fallback where bubblewrap is missing: root with util-linux `unshare`): new
   network, mount, PID, IPC and UTS namespaces; the root file system remounted read-only and only
   the sandbox directory writable, a private `/dev/shm`; the directories the sandbox user must
@@ -63,6 +70,7 @@ import dataclasses
 import fcntl
 import functools
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -420,8 +428,6 @@ _IMAGE_TOOLS = "/dev/.swe-rl-jax"
 def _setpriv_files() -> tuple[tuple[str, str], ...]:
     """(real path, name the loader looks for) of setpriv and of what it loads (`ldd`): the loader and
     the libraries by their sonames."""
-    import re
-
     setpriv = shutil.which("setpriv") or "setpriv"
     proc = subprocess.run(["ldd", setpriv], capture_output=True, text=True, check=False)
     files = [setpriv, *re.findall(r"(/\S+) \(0x", proc.stdout)]
