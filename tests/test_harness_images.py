@@ -48,13 +48,15 @@ from make_images import add_layer, stage_system  # noqa: E402
 
 INSTANCES = load_instances(SAMPLE_DIR / "instances.jsonl")
 SPECS = load_specs(SAMPLE_DIR / "specs.json")
-_NO_IMAGES = "image mode needs bwrap isolation and umoci, skopeo (apt-get install bubblewrap umoci skopeo; root)"
-needs_bwrap = pytest.mark.skipif(isolation_mode("auto") != "bwrap" or not shutil.which("umoci"), reason=_NO_IMAGES)
+_NO_IMAGES = ("image mode needs bwrap isolation, umoci, skopeo and util-linux hardlink (root; apt-get install "
+              "bubblewrap umoci skopeo)")
+_IMAGES_WORK = isolation_mode("auto") == "bwrap" and all(shutil.which(t) for t in ("umoci", "skopeo", "hardlink"))
+needs_bwrap = pytest.mark.skipif(not _IMAGES_WORK, reason=_NO_IMAGES)
 
 
 def needs_images() -> None:
     """Skips the calling test (or fixture's) image mode where it cannot run."""
-    if isolation_mode("auto") != "bwrap" or not shutil.which("umoci"):
+    if not _IMAGES_WORK:
         pytest.skip(_NO_IMAGES)
 
 
