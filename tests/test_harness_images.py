@@ -545,3 +545,18 @@ def test_agent_rl_skips_an_instance_without_its_image_and_says_how_to_fetch_it(i
     assert [i.instance_id for i in kept] == [r["instance_id"] for r in rows[:2]] and skipped == {"no_image": 1}
     name = "swebench/sweb.eval.x86_64.nobody_1776_nothing-1:latest"
     assert f"fetch it: skopeo copy docker://docker.io/{name} oci:{image_options.dir}:{name}" in capsys.readouterr().out
+
+
+@needs_bwrap
+def test_image_commands_names_each_missing_image_once(image_options, tmp_path, capsys):
+    """tools/image_commands.py: a `skopeo copy` line per image the directory lacks, each once, none for
+    the images it holds."""
+    import image_commands
+
+    rows = [json.loads(line) for line in (SAMPLE_DIR / "instances.jsonl").read_text().splitlines()]
+    path = tmp_path / "instances.jsonl"
+    missing = {**rows[0], "instance_id": "nobody__nothing-1"}
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*rows, missing, {**missing, "patch": ""}]))
+    assert image_commands.main(["--instances", str(path), "--images", image_options.dir]) == 0
+    name = "swebench/sweb.eval.x86_64.nobody_1776_nothing-1:latest"
+    assert capsys.readouterr().out == f"skopeo copy docker://docker.io/{name} oci:{image_options.dir}:{name}\n"
