@@ -551,4 +551,3 @@ def test_the_environments_plugins_are_named_and_nothing_else_autoloads(tmp_path)
     assert AUTOLOAD_OFF == {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     assert runs_pytest(["python", "-X", "dev", "-m", "pytest", "-rA"]) and runs_pytest(["/env/bin/pytest"])
     assert not runs_pytest(["./tests/runtests.py", "--verbosity", "2"]) and not runs_pytest(["bin/test", "-C"])
-
