@@ -62,6 +62,7 @@ from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.harness import EnvironmentOptions, ensure_environment, isolation_mode, load_specs, spec_for
 from swe_rl_jax.harness.checkout import history_store
 from swe_rl_jax.harness.defaults import resolve_spec
+from swe_rl_jax.harness.images import ImageOptions, instance_image, swebench_image_name
 from swe_rl_jax.harness.treestate import snapshot
 from swe_rl_jax.policies import PolicyResponse
 from test_harness_attacks import FORCE_PASS, REGISTER_IN_MEMORY
@@ -354,8 +355,17 @@ def _process_script(w) -> list[tuple[str, str]]:
 
 
 # ------------------------------------------------------------------------------------ the runs
-@pytest.fixture(scope="module")
-def world(repos, open_dir, tmp_path_factory):
+@pytest.fixture(scope="module", params=["host", "image"])
+def world(request, repos, open_dir, tmp_path_factory):
+    """The hostile agent's world, once on the host's environments and once (image mode, docs/HARNESS.md
+    "Images") with every episode and judge in its instance's SWE-bench-style image (the mined instance
+    in its repository's image); then the image cache is watched with the host."""
+    images = ImageOptions()
+    if request.param == "image":
+        from test_harness_images import needs_images
+
+        needs_images()
+        images = request.getfixturevalue("image_options")
     root = tmp_path_factory.mktemp("hostile")
     history_clone = root / "history-repos" / "brightloop__taskq"
     shutil.copytree(repos / "brightloop__taskq", history_clone, symlinks=True)
@@ -370,6 +380,8 @@ def world(repos, open_dir, tmp_path_factory):
     env_options = EnvironmentOptions(cache_dir=str(env_cache))
     specs = {**SPECS, HISTORY_REPO: SPECS["brightloop/taskq"]}
     locator = RepoLocator(repos, {HISTORY_REPO: history_clone})
+    if images.enabled:
+        mined = dataclasses.replace(mined, image=swebench_image_name("brightloop__taskq-33"))
     instances = {**INSTANCES, mined.instance_id: mined}
     # Every environment and history store the episodes use, built before the host's snapshot; and a
     # store of the clone's last commit (it holds the fix) beside the mined instance's.
@@ -398,11 +410,16 @@ def world(repos, open_dir, tmp_path_factory):
     abstract.listen(8)
     abstract.setblocking(False)
     watched = [repos, root / "history-repos", env_cache, SAMPLE_DIR, marker_dir, secret, "/etc/passwd"]
+    if images.enabled:  # every image the episodes use, unpacked before the host's snapshot
+        for inst in instances.values():
+            instance_image(inst, images, Path(images.cache))
+        watched.append(Path(images.cache) / "unpacked")
     w = dict(root=root, repos=repos, history_clone=history_clone, mined=mined, instances=instances, specs=specs,
              locator=locator, env_options=env_options, env_cache=env_cache, store=store, head_store=head_store,
              marker_dir=marker_dir, secret=secret, canary=canary, tcp=tcp, udp=udp, abstract=abstract,
              abstract_name=abstract_name, sample_dir=SAMPLE_DIR, project=Path(__file__).resolve().parents[1],
-             work_dir=open_dir / "hostile-work", watched=watched, before=_host_state(watched))
+             work_dir=open_dir / f"hostile-work-{request.param}", watched=watched, before=_host_state(watched),
+             images=images)
     w["work_dir"].mkdir()
     w["work_dir"].chmod(0o755)
     yield w
@@ -415,14 +432,15 @@ def world(repos, open_dir, tmp_path_factory):
 
 def _judge(w):
     """The judge `resolve --scaffold agent` and RL use (agent/judge.py), with the tests' 60 CPU s."""
-    return make_judge(AgentConfig(isolation="bwrap", judge_timeout_s=60), w["locator"], w["specs"],
+    return make_judge(AgentConfig(isolation="bwrap", judge_timeout_s=60, images=w["images"]), w["locator"], w["specs"],
                       w["env_options"], w["work_dir"])
 
 
 def _run(w, episodes: dict, limits: dict, in_flight: int):
     """episodes: name -> (instance, [(command name, command or raw answer)]). Each episode's first
     command is `id -u` (its sandbox user). Returns name -> (Episode, {command name: observation})."""
-    config = AgentConfig(**limits, episodes_in_flight=in_flight, command_workers=6, isolation="bwrap")
+    config = AgentConfig(**limits, episodes_in_flight=in_flight, command_workers=6, isolation="bwrap",
+                         images=w["images"])
     jobs, scripts, names = [], {}, []
     for sample, (name, (inst, steps)) in enumerate(episodes.items()):
         steps = [("uid", "id -u"), *steps] if not name.startswith("format") else steps
@@ -744,10 +762,11 @@ HOLD_JUDGE = ("\nimport os as _os, time as _time\nopen('judge-held', 'w').close(
 def beside(world, open_dir):
     """quillsoft__configlet-12 (its environment and history store are the world's) and a work directory
     that holds only these runs."""
-    work = open_dir / "beside-work"
+    work = open_dir / f"beside-work-{'image' if world['images'].enabled else 'host'}"
     work.mkdir()
     work.chmod(0o755)
-    return dict(instance=INSTANCES["quillsoft__configlet-12"], work_dir=work)
+    return dict(instance=INSTANCES["quillsoft__configlet-12"], work_dir=work,
+                config=dataclasses.replace(BESIDE, images=world["images"]))
 
 
 @pytest.fixture
@@ -756,7 +775,8 @@ def episodes(world, beside):
     opened = []
 
     def open_episode() -> AgentEnvironment:
-        env = AgentEnvironment(BESIDE, world["locator"], world["specs"], world["env_options"], beside["work_dir"])
+        env = AgentEnvironment(beside["config"], world["locator"], world["specs"], world["env_options"],
+                               beside["work_dir"])
         opened.append(env)
         env.reset(beside["instance"])
         return env
@@ -769,7 +789,7 @@ def episodes(world, beside):
 
 def _sh(env: AgentEnvironment, command: str) -> str:
     """The command's whole output (an observation elides the middle of a long one)."""
-    return env.workspace.run(command, BESIDE.command_limits()).output
+    return env.workspace.run(command, env.config.command_limits()).output
 
 
 def _wait_for(found, what: str, timeout_s: float = 30.0):
@@ -822,7 +842,7 @@ def test_a_judges_checkout_in_flight_is_out_of_reach(episodes, world, beside):
     token = "test_to_duration_compound"  # in the hidden test patch only (the runs fixture checks it)
     a, b = episodes(), episodes()
     _sh(a, f"cat >> configlet/__init__.py <<'EOF'{HOLD_JUDGE}EOF")
-    judge = make_judge(BESIDE, world["locator"], world["specs"], world["env_options"], work)
+    judge = make_judge(beside["config"], world["locator"], world["specs"], world["env_options"], work)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         verdict = pool.submit(judge, inst, a.submission())
         held = _wait_for(lambda: [p.parent for p in work.glob("run-*/sandbox/worktree/judge-held")], "the judge's tests")
@@ -845,7 +865,11 @@ def test_a_judges_checkout_in_flight_is_out_of_reach(episodes, world, beside):
     # Every test_types.py in B's view (the system's own among them) without the new test; of the runs', B's only.
     copies = dict(line.rsplit(" ", 1) for line in out["copies"].splitlines())
     assert set(copies.values()) == {"0"}, out["copies"]
-    assert [p for p in copies if p.startswith(str(work))] == [str(b.workspace.worktree / "tests" / "test_types.py")]
+    own = b.workspace.worktree / "tests" / "test_types.py"
+    if world["images"].enabled:  # B sees its own tree at the image's repository path, and nothing under work
+        assert "/testbed/tests/test_types.py" in copies and not [p for p in copies if p.startswith(str(work))]
+    else:
+        assert [p for p in copies if p.startswith(str(work))] == [str(own)]
     assert out["by_path"].split() == ["absent"] * 3, out["by_path"]
     assert max(_sandbox_pids(out["proc"])) < 20, out["proc"]
     assert in_flight  # the judge's checkout was there throughout B's search

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from swe_rl_jax.agent.actions import DEFAULT_LANGUAGES
 from swe_rl_jax.agent.prompts import INSTANCE_TEMPLATE, OBSERVATION_TEMPLATE, SYSTEM_TEMPLATE
 from swe_rl_jax.config import require
+from swe_rl_jax.harness.images import ImageOptions
 from swe_rl_jax.harness.sandbox import Isolation, Limits
 from swe_rl_jax.sampling import SamplingParams
 
@@ -49,6 +50,9 @@ class AgentConfig:
     specs: str = ""
     isolation: Isolation = "auto"  # auto or bwrap: agents need bwrap (harness/sandbox.py, agent_isolation)
     work_dir: str = ""
+    # Each episode in its dataset's container image (harness/images.py: `images.dir`, the directory of
+    # images; a clone under `repos` is then optional).
+    images: ImageOptions = field(default_factory=ImageOptions)
     # Judge each episode's diff at its end (harness.evaluate_instance, a fresh checkout with the test
     # patch) and keep the verdict in the trajectory; `resolve` leaves it to `evaluate`.
     judge: bool = False

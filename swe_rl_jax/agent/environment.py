@@ -112,7 +112,8 @@ class AgentEnvironment:
         self.close()
         try:
             repo_dir, spec, env = instance_environment(instance, self.locator.find(instance.repo),
-                                                       spec_for(instance, self.specs), self.env_options)
+                                                       spec_for(instance, self.specs), self.env_options,
+                                                       self.config.images)
         except InstanceSetupError as e:
             raise SetupError(e.kind, str(e)) from None
         except GitError as e:  # the base commit's files unreadable while completing the spec

@@ -246,9 +246,12 @@ def _drain(fd: int, into: bytearray) -> None:
 
 @contextlib.contextmanager
 def start_guard(scratch: Path, worktree: Path, trusted: Mapping[str, str], tests: Sequence[str],
-                trusted_roots: Sequence[Path]) -> Iterator[Guard]:
+                trusted_roots: Sequence[Path], untrusted_roots: Sequence[Path] = ()) -> Iterator[Guard]:
     """The guard of one test command (module docstring): its files copied to `scratch/guard/`, the key
-    written into a pipe, the channel drained by a thread. Use the yielded Guard's `env`, `pass_fds` and
+    written into a pipe, the channel drained by a thread. `worktree`: where the command sees its work
+    tree; `trusted_roots`: directories whose files the harness vouches for (the cached environments'
+    site-packages; `/` for an image), less the `untrusted_roots` below them (the run's sandbox); the
+    standard library is found by the guard itself. Use the yielded Guard's `env`, `pass_fds` and
     `directory` (a PYTHONPATH entry to put first, and a path to make readable in the sandbox) for the
     command, then `Guard.report()`. The descriptors are closed on exit."""
     directory = scratch / "guard"
@@ -263,7 +266,7 @@ def start_guard(scratch: Path, worktree: Path, trusted: Mapping[str, str], tests
     os.close(key_write)
     config = {"key_fd": key_read, "channel_fd": channel_write, "mode": "test", "plugin": PLUGIN,
               "worktree": str(worktree), "trusted": dict(trusted), "tests": list(tests),
-              "trusted_roots": [str(p) for p in trusted_roots]}
+              "trusted_roots": [str(p) for p in trusted_roots], "untrusted_roots": [str(p) for p in untrusted_roots]}
     config_path = directory / "config.json"
     config_path.write_text(json.dumps(config))
     config_path.chmod(0o444)

@@ -65,13 +65,15 @@ import dataclasses
 import os
 import tempfile
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 from swe_rl_jax.data.patches import PatchError, parse_patch
 from swe_rl_jax.harness.checkout import CheckoutError, checkout, read_blobs, tree_entries
 from swe_rl_jax.harness.directives import patch_files, test_command
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, make_overlay
 from swe_rl_jax.harness.guard import PLUGIN, Guard, GuardReport, start_guard, trusted_files
+from swe_rl_jax.harness.imagerepo import lay_out
+from swe_rl_jax.harness.images import Image, ImageError
 from swe_rl_jax.harness.integrity import base_entries, install_may_change, paths_to_reset
 from swe_rl_jax.harness.logformats import parse_log
 from swe_rl_jax.harness.patching import ApplyResult, apply_patch
@@ -105,14 +107,21 @@ INSTALL_TIME_FACTOR = 3.0  # an install step's CPU seconds and wall clock, in un
 # A command stopped by a limit (ProcessResult.limit) -> the run's error.
 LIMIT_ERRORS = {"cpu": "timeout", "wall": "timeout", "memory": "memory_limit", "disk": "disk_limit",
                 "processes": "process_limit"}
+# Every run's PYTHONHASHSEED: a verdict is the patch's, never the run's (docs/HARNESS.md, "Verdicts
+# that do not hang on a seed"); tools/validate_seeds.py varies it to find the tests that depend on it.
+HASH_SEED = 0
+# What a run's code runs in: a cached environment of the host, or an image (harness/images.py) whose
+# file system is the run's root.
+RunEnvironment = Union[Environment, Image]
 
 
 @dataclasses.dataclass(frozen=True)
 class TestRun:
     statuses: dict[str, str]  # test id -> status, for every test the log names
     applied: tuple[ApplyResult, ...]  # one per patch tried, model patch first (a failed one is the last)
-    # "" | "checkout_failed" | "patch_failed" (the model patch) | "test_patch_failed" | "install_failed"
-    # | "timeout" | "memory_limit" | "disk_limit" | "process_limit" | "no_test_results" | "tampered"
+    # "" | "checkout_failed" | "image_failed" | "patch_failed" (the model patch) | "test_patch_failed"
+    # | "install_failed" | "timeout" | "memory_limit" | "disk_limit" | "process_limit" | "no_test_results"
+    # | "tampered"
     error: str = ""
     message: str = ""
     seconds: float = 0.0
@@ -128,13 +137,17 @@ class TestRun:
     __test__ = False  # not a pytest test class, whatever its name
 
 
-def _test_env(envs: Sequence[Environment], spec: RepoSpec, sandbox: Path, worktree: Path) -> dict[str, str]:
-    """The whole environment of the install and test commands: nothing is inherited from the caller."""
+def _test_env(envs: Sequence[Environment], spec: RepoSpec, sandbox: Path, worktree: Path,
+              image: Optional[Image] = None, hash_seed: int = HASH_SEED) -> dict[str, str]:
+    """The whole environment of the install and test commands: nothing is inherited from the caller
+    (an image's own Env is the base of its runs', images.Image.command_env). `worktree`: where the
+    run sees its work tree."""
     roots = [str(worktree)] + [str(worktree / p) for p in spec.pythonpath]
+    system = image.command_env() if image is not None else {
+        "PATH": ":".join([*(str(e.bin_dir) for e in envs), _BASE_PATH]), "VIRTUAL_ENV": str(envs[0].path)}
     return {
-        "PATH": ":".join([*(str(e.bin_dir) for e in envs), _BASE_PATH]), "VIRTUAL_ENV": str(envs[0].path),
-        "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"),
-        "PYTHONPATH": ":".join(roots), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+        **system, "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"),
+        "PYTHONPATH": ":".join(roots), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": str(hash_seed),
         "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "COLUMNS": "80", **dict(spec.env), **AUTOLOAD_OFF,
     }
 
@@ -186,6 +199,8 @@ class _Prepared:
     worktree: Path
     isolation: str
     history: Optional[Path] = None  # the history store the work tree's repository borrows from
+    image: Optional[Image] = None  # the image whose file system is the run's root (none: the host's system)
+    hash_seed: int = HASH_SEED
     base_paths: set[str] = dataclasses.field(default_factory=set)
     envs: list[Environment] = dataclasses.field(default_factory=list)
     applied: list[ApplyResult] = dataclasses.field(default_factory=list)
@@ -204,12 +219,20 @@ class _Prepared:
                          reset_files=tuple(self.reset))
 
     def view(self, *readable: Path) -> View:
-        """What the run's commands see: its sandbox, the cached environments and their interpreters,
-        the history store, and `readable`."""
+        """What the run's commands see: its sandbox, the cached environments and their interpreters
+        (or the image), the history store, and `readable`."""
         shared = [p for e in self.envs if not e.path.is_relative_to(self.sandbox)
                   for p in (e.path, e.interpreter_prefix())]
         return View(self.sandbox, tuple([*shared, *([self.history] if self.history else []), *readable]),
-                    tuple(self.frozen), self.uid)
+                    tuple(self.frozen), self.uid, self.image.root(self.worktree) if self.image else None)
+
+    def seen_worktree(self) -> Path:
+        """Where the run's commands see the work tree: the image's repository path in image mode."""
+        return Path(self.image.repo_path) if self.image else self.worktree
+
+    def python(self) -> str:
+        """The interpreter of a standalone script: the environment's, or the image's first on PATH."""
+        return str(self.envs[0].python) if self.envs else "python"
 
 
 def _scratch(work_dir: Optional[Path], limits: Limits) -> Path:
@@ -254,17 +277,28 @@ def limit_error(result: ProcessResult, limits: Limits, what: str) -> tuple[str, 
     return LIMIT_ERRORS[result.limit], f"{what} reached {said}"
 
 
-def _prepare(scratch: Path, repo_dir: Path, commit: str, model_patch: str, env: Environment, spec: RepoSpec,
+def lay_out_worktree(repo_dir: Path, commit: str, dest: Path, store_root: Path,
+                     image: Optional[Image] = None) -> Path:
+    """`dest` as the work tree of `commit` (checkout.py; in an image, imagerepo.lay_out: the image's
+    files there); returns the history store its repository borrows from."""
+    return lay_out(image, repo_dir, commit, dest, store_root) if image else checkout(repo_dir, commit, dest, store_root)
+
+
+def _prepare(scratch: Path, repo_dir: Path, commit: str, model_patch: str, env: RunEnvironment, spec: RepoSpec,
              test_patch: str, test_files: Sequence[str], isolation: str, history_root: Optional[Path]) -> _Prepared:
     """The harness's own steps, in the official order, before any code of the patch runs:
     checkout, model patch, reset of what the allowlist does not allow (`test_files`: the files
     the run's tests live in), test patch."""
     sandbox = scratch / "sandbox"
-    run = _Prepared(scratch, sandbox, sandbox / "worktree", isolation, envs=[env])
+    image = env if isinstance(env, Image) else None
+    run = _Prepared(scratch, sandbox, sandbox / "worktree", isolation, envs=[] if image else [env], image=image)
     try:
-        run.history = checkout(repo_dir, commit, run.worktree, history_root or scratch / "history")
+        run.history = lay_out_worktree(repo_dir, commit, run.worktree, history_root or scratch / "history", image)
     except CheckoutError as e:
         run.error, run.message = "checkout_failed", str(e)
+        return run
+    except ImageError as e:
+        run.error, run.message = e.kind, str(e)
         return run
     run.base_paths = base_entries(tree_entries(run.worktree, commit))
     if model_patch.strip():
@@ -284,7 +318,8 @@ def _prepare(scratch: Path, repo_dir: Path, commit: str, model_patch: str, env: 
 def _in_sandbox(cmd: list[str], run: _Prepared, spec: RepoSpec, limits: Limits,
                 extra_env: Optional[dict[str, str]] = None, readable: Sequence[Path] = (),
                 guard: Optional[Guard] = None) -> ProcessResult:
-    env = {**_test_env(run.envs, spec, run.sandbox, run.worktree), **(extra_env or {})}
+    env = {**_test_env(run.envs, spec, run.sandbox, run.seen_worktree(), run.image, run.hash_seed),
+           **(extra_env or {})}
     if guard is not None:  # its directory first: its sitecustomize is the one Python imports
         env = {**env, **guard.env, "PYTHONPATH": f"{guard.directory}:{env['PYTHONPATH']}"}
         readable = [*readable, guard.directory]
@@ -299,7 +334,7 @@ def _install(run: _Prepared, spec: RepoSpec, limits: Limits, test_files: Sequenc
     integrity.install_may_change; `test_files`: the run's)."""
     for name in ("home", "tmp"):
         (run.sandbox / name).mkdir()
-    if spec.install:
+    if spec.install and run.envs:  # an image's environment is read-only: an install in it builds in the tree
         try:
             run.envs = [make_overlay(run.envs[0], run.sandbox / "venv"), run.envs[0]]
         except EnvironmentBuildError as e:
@@ -367,11 +402,11 @@ def _frozen_files(worktree: Path, command: Sequence[str]) -> list[Path]:
     return list(dict.fromkeys([*named, *infrastructure]))
 
 
-def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[str], env: Environment,
+def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[str], env: RunEnvironment,
               spec: RepoSpec = RepoSpec(), *, test_patch: str = "", fail_to_pass: Sequence[str] = (),
               limits: Limits = Limits(), isolation: Isolation = "auto", work_dir: Optional[Path] = None,
               history_root: Optional[Path] = None, max_failing_sentinels: int = MAX_FAILING_SENTINELS,
-              keep: bool = False) -> TestRun:
+              keep: bool = False, hash_seed: int = HASH_SEED) -> TestRun:
     """Checks out `commit` of `repo_dir`, applies `model_patch` ("" = none), resets what of it
     the allowlist does not allow, applies `test_patch` ("" = none), hides the sentinel tests
     (counted for `fail_to_pass`, the FAIL_TO_PASS tests among `test_ids`, none: for one; at most
@@ -389,6 +424,7 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
                        history_root)
         if run.error:
             return run.failed_tests()
+        run.hash_seed = hash_seed
         worktree = run.worktree
         command = test_command(spec.test_cmd, spec.directives, test_patch, test_ids,
                                lambda path: unsafe_path_reason(path, worktree) is None and (worktree / path).is_file())
@@ -397,8 +433,9 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
                      if pytest_run else None)
         if sentinels is not None and sentinels.new_module:
             command.append(sentinels.new_module)
-        if pytest_run:
-            command += plugin_args(env.site_packages())
+        site_packages = env.site_packages()
+        if pytest_run and site_packages is not None:
+            command += plugin_args(site_packages)
         run.frozen = _frozen_files(worktree, command)
         untrusted = [p for p in _patched_paths(model_patch) if p not in run.reset] if model_patch.strip() else []
         trusted = trusted_files(worktree, untrusted)  # as the harness wrote the tree, before any of its code ran
@@ -409,12 +446,15 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
             if run.error:
                 return run.failed_tests()
             tests = [str(f.relative_to(worktree)) for f in run.frozen if f.name.endswith(".py")]
-            roots = [e.site_packages() for e in run.envs if not e.path.is_relative_to(run.sandbox)]
+            # What the run did not write is trusted: the cached environments, or an image's whole file
+            # system (read-only, the dataset's); what the sandbox holds is not (its overlay, HOME, TMPDIR).
+            roots = [Path("/")] if run.image else [e.site_packages() for e in run.envs
+                                                   if not e.path.is_relative_to(run.sandbox)]
             # The test framework's own repository: its patched files run the session, and no guard can
             # vouch for a runner that is the code under test (docs/HARNESS.md, "The guard").
             framework = _framework_under_test(worktree, spec.pythonpath)
-            with (contextlib.nullcontext() if framework else start_guard(scratch, worktree, trusted, tests,
-                                                                         roots)) as guard:
+            with (contextlib.nullcontext() if framework else start_guard(
+                    scratch, run.seen_worktree(), trusted, tests, roots, [run.sandbox])) as guard:
                 guarded_command = [*command, "-p", PLUGIN] if pytest_run and guard is not None else command
                 result = _in_sandbox(guarded_command, run, spec, limits, guard=guard)
                 watched = guard.report() if guard is not None else GuardReport()
@@ -468,7 +508,7 @@ class ScriptRun:
 SCRIPT_NAME = "script.py"
 
 
-def run_script(repo_dir: Path, commit: str, model_patch: str, script: str, env: Environment,
+def run_script(repo_dir: Path, commit: str, model_patch: str, script: str, env: RunEnvironment,
                spec: RepoSpec = RepoSpec(), *, limits: Limits = Limits(), isolation: Isolation = "auto",
                work_dir: Optional[Path] = None, history_root: Optional[Path] = None, keep: bool = False) -> ScriptRun:
     """Runs `python <script>` in the worktree of `commit` with `model_patch` applied ("" = none),
@@ -489,7 +529,7 @@ def run_script(repo_dir: Path, commit: str, model_patch: str, script: str, env: 
             _install(run, spec, limits, [])
             if run.error:
                 return run.failed_script()
-            result = _in_sandbox([str(run.envs[0].python), str(path)], run, spec, limits, readable=[path])
+            result = _in_sandbox([run.python(), str(path)], run, spec, limits, readable=[path])
         completed = not result.timed_out and result.returncode is not None and result.returncode >= 0
         error, message = limit_error(result, limits, "the script")
         return ScriptRun(result.output[-_LOG_TAIL_CHARS:], result.returncode, completed, tuple(run.applied), error,

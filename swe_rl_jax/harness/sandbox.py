@@ -25,6 +25,13 @@ Three modes, chosen once per process by `isolation_mode("auto")` (the strongest 
   would outlive the run) and new namespaces (a user namespace would give its code capabilities
   there, and much of the kernel to attack), and `/etc/passwd`, `group`, `hosts` and `hostname`
   are the sandbox's own, handed to bubblewrap through pipes (nothing is left on disk).
+  In image mode (`View.image`, an `ImageRoot`: harness/images.py) the same, with an image's file
+  system read-only at `/` instead of the host's system directories (a directory of it that lacks a
+  mount point the run needs rebuilt as a tmpfs of binds, `_graft`), the image's accounts plus the
+  run's user, the work tree at the image's repository path, and the host's setpriv run by the
+  host's loader from bubblewrap's /dev (the image has neither): `_image_root_args`,
+  `_image_sandbox_args`, `_image_setpriv`. `run_on_untrusted_data` runs a host tool (git) on data
+  that came with an image, as a user of its own in the host view.
 - `namespaces` (the fallback where bubblewrap is missing: root with util-linux `unshare`): new
   network, mount, PID, IPC and UTS namespaces; the root file system remounted read-only and only
   the sandbox directory writable, a private `/dev/shm`; the directories the sandbox user must
@@ -74,6 +81,7 @@ import dataclasses
 import fcntl
 import functools
 import os
+import re
 import secrets
 import select
 import selectors
@@ -86,7 +94,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Literal, Mapping, Optional, Sequence
+from typing import Callable, Iterator, Literal, Mapping, Optional, Sequence
 
 from swe_rl_jax.config import require
 from swe_rl_jax.harness.cgroups import Layout, RunGroup, host_layout, run_group
@@ -206,6 +214,24 @@ class Limits:
 
 
 @dataclasses.dataclass(frozen=True)
+class ImageRoot:
+    """An image's file system as a run's root (bwrap's image mode; harness/images.py unpacks it): `rootfs`
+    read-only at `/`, the run's work tree `worktree` (a host path inside the sandbox) at `repo_path`."""
+
+    rootfs: Path
+    repo_path: str  # absolute, inside the image: "/testbed" by SWE-bench's convention
+    worktree: Path
+    passwd: str = ""  # the image's own /etc/passwd and /etc/group, to which the run's user is added
+    group: str = ""
+
+    def inside(self, path: Path) -> str:
+        """Where the run sees host `path`: the work tree and what is in it at `repo_path`, the rest at its own path."""
+        if path == self.worktree or self.worktree in path.parents:
+            return str(Path(self.repo_path) / path.relative_to(self.worktree))
+        return str(path)
+
+
+@dataclasses.dataclass(frozen=True)
 class View:
     """What a sandboxed command may reach besides the system (bwrap; namespaces mode sees the whole
     host read-only and writes only `sandbox`)."""
@@ -214,6 +240,7 @@ class View:
     readable: tuple[Path, ...] = ()  # host paths seen read-only at their own paths
     frozen: tuple[Path, ...] = ()  # paths inside `sandbox` seen read-only (bwrap)
     uid: int = NOBODY_UID  # who the command runs as (bwrap: the run's own, `sandbox_user`)
+    image: Optional[ImageRoot] = None  # bwrap only: the image's file system instead of the host's system
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,10 +285,12 @@ def closed_ancestors(paths: Sequence[Path]) -> list[Path]:
     return sorted(out, key=lambda d: len(d.parts))
 
 
-def _identity(uid: int) -> dict[str, str]:
-    """The sandbox's own account files: root, and its user."""
-    return {"passwd": f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{uid}:{uid}:sandbox:/nonexistent:/bin/sh\n",
-            "group": f"root:x:0:\nsandbox:x:{uid}:\n",
+def _identity(uid: int, image: Optional[ImageRoot] = None) -> dict[str, str]:
+    """The sandbox's own account files: root (an image's own accounts instead), and its user."""
+    passwd = image.passwd if image and image.passwd.strip() else "root:x:0:0:root:/root:/bin/sh\n"
+    group = image.group if image and image.group.strip() else "root:x:0:\n"
+    return {"passwd": f"{passwd.rstrip(chr(10))}\nsandbox:x:{uid}:{uid}:sandbox:/nonexistent:/bin/sh\n",
+            "group": f"{group.rstrip(chr(10))}\nsandbox:x:{uid}:\n",
             "hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
             "hostname": "sandbox\n"}
 
@@ -321,17 +350,24 @@ def _system_args(fds: Mapping[str, int]) -> list[str]:
     return args
 
 
+def _private_mounts(tmp: Optional[Path]) -> list[str]:
+    """The private /proc, /dev, /dev/shm and /tmp: the command's own file system `tmp` (with /dev/shm in
+    its `shm/`; runfs.command_tmp), else tmpfs mounts of bubblewrap's."""
+    return ["--proc", "/proc", "--dev", "/dev",
+            *(["--bind", str(tmp / "shm"), "/dev/shm", "--bind", str(tmp), "/tmp"] if tmp is not None else
+              ["--perms", "01777", "--size", str(_TMPFS_BYTES), "--tmpfs", "/dev/shm", "--perms", "01777", "--size",
+               str(_TMPFS_BYTES), "--tmpfs", "/tmp"])]
+
+
 def _bwrap_command(view: View, cwd: Path, fds: Mapping[str, int], tmp: Optional[Path] = None) -> list[str]:
-    """bubblewrap's arguments up to the command: namespaces, then the view (docstring). The private
-    /tmp comes before the binds, which may lie below it: the command's own file system `tmp` (with
-    /dev/shm in its `shm/`; runfs.command_tmp), else tmpfs mounts of bubblewrap's; the directories
-    above a bound path are made 0755 (bubblewrap's own are 0700, which the sandbox's user could not pass)."""
-    private = (["--bind", str(tmp / "shm"), "/dev/shm", "--bind", str(tmp), "/tmp"] if tmp is not None else
-               ["--perms", "01777", "--size", str(_TMPFS_BYTES), "--tmpfs", "/dev/shm", "--perms", "01777", "--size",
-                str(_TMPFS_BYTES), "--tmpfs", "/tmp"])
+    """bubblewrap's arguments up to the command: namespaces, then the view (docstring; in image mode
+    the image's file system instead of the host's system, `_image_root_args`, `_image_sandbox_args`).
+    The private /tmp (`_private_mounts`) comes before the binds, which may lie below it; the
+    directories above a bound path are made 0755 (bubblewrap's own are 0700, which the sandbox's user
+    could not pass)."""
     args = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--seccomp", str(fds["seccomp"]),
-            *_system_args(fds), "--proc", "/proc", "--dev", "/dev", *private]
+            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--seccomp", str(fds["seccomp"])]
+    args += _system_args(fds) + _private_mounts(tmp) if view.image is None else _image_root_args(view, fds, tmp)
     made = {"/", "/tmp", "/usr", "/etc"}
 
     def parents(path: Path) -> list[str]:
@@ -345,10 +381,158 @@ def _bwrap_command(view: View, cwd: Path, fds: Mapping[str, int], tmp: Optional[
     for path in sorted(set(view.readable), key=lambda p: len(Path(p).parts)):
         args += [*parents(path), "--ro-bind", os.path.realpath(path), str(path)]
         made.add(str(path))
+    if view.image is not None:
+        return args + _image_sandbox_args(view, parents) + ["--chdir", view.image.inside(cwd), "--"]
     args += [*parents(view.sandbox), "--bind", str(view.sandbox), str(view.sandbox)]
     for path in view.frozen:
         args += ["--ro-bind", str(path), str(path)]
     return args + ["--chdir", str(cwd), "--"]
+
+
+_IDENTITY_FILES = ("/etc/passwd", "/etc/group", "/etc/hosts", "/etc/hostname")
+
+
+def _image_entry(rootfs: Path, path: str) -> Optional[os.stat_result]:
+    """The image's own entry at absolute `path`, None when a component is missing or is no real
+    directory (a link is never followed: the host reads the image, the image does not lead it)."""
+    current = rootfs
+    for part in [p for p in path.split("/") if p]:
+        try:
+            info = os.lstat(current)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(info.st_mode):
+            return None
+        current = current / part
+    try:
+        return os.lstat(current)
+    except OSError:
+        return None
+
+
+def _is_image_dir(rootfs: Path, path: str) -> bool:
+    entry = _image_entry(rootfs, path)
+    return entry is not None and stat.S_ISDIR(entry.st_mode)
+
+
+def _graft_points(rootfs: Path, mounts: Mapping[str, bool]) -> set[str]:
+    """The image's directories that must be rebuilt as a tmpfs of binds because a mount point of
+    `mounts` (path → whether it is a directory) is missing below them or is of another kind (the
+    image's root is read-only, so bubblewrap could not make it): for each, the deepest real
+    directory on its way."""
+    points = set()
+    for path, is_dir in mounts.items():
+        entry = _image_entry(rootfs, path)
+        if entry is not None and (stat.S_ISDIR(entry.st_mode) if is_dir else stat.S_ISREG(entry.st_mode)):
+            continue
+        parent = str(Path(path).parent)
+        while parent != "/" and not _is_image_dir(rootfs, parent):
+            parent = str(Path(parent).parent)
+        points.add(parent)
+    return points
+
+
+def _graft(rootfs: Path, directory: str, points: set[str], mounts: Mapping[str, bool]) -> list[str]:
+    """`directory` of the image as a tmpfs holding its entries, each bound read-only (a link made
+    again with its target), except the ways to deeper graft points, which are grafted in turn, and
+    the mount points of `mounts`, which their mounts make. The root's tmpfs is bubblewrap's own new root."""
+    info = _image_entry(rootfs, directory)
+    assert info is not None
+    args = [] if directory == "/" else ["--perms", f"{info.st_mode & 0o7777:04o}", "--tmpfs", directory]
+    with os.scandir(rootfs / directory.lstrip("/")) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            path = str(Path(directory) / entry.name)
+            if any(p == path or p.startswith(path + "/") for p in points):
+                if entry.is_dir(follow_symlinks=False):
+                    args += _graft(rootfs, path, points, mounts)
+            elif path in mounts:
+                continue
+            elif entry.is_symlink():
+                args += ["--symlink", os.readlink(entry.path), path]
+            else:
+                args += ["--ro-bind", entry.path, path]
+    return args
+
+
+def _image_mounts(view: View) -> dict[str, bool]:
+    """Every mount point of an image-mode run (path → whether it is a directory) that bubblewrap
+    would have to make in the image's file system: not those below the private /tmp."""
+    image = view.image
+    assert image is not None
+    mounts = {"/proc": True, "/dev": True, "/tmp": True, image.repo_path: True,
+              **{name: False for name in _IDENTITY_FILES}}
+    for path in [*view.readable, *_sandbox_entries(view)]:
+        if not Path(path).is_relative_to("/tmp"):
+            mounts[str(path)] = Path(path).is_dir()
+    return mounts
+
+
+def _sandbox_entries(view: View) -> list[Path]:
+    """What of the sandbox directory an image-mode run sees at its own path: all but the work tree."""
+    assert view.image is not None
+    return [entry for entry in sorted(view.sandbox.iterdir()) if entry != view.image.worktree]
+
+
+# Image mode: where the host's setpriv, its libraries and the host's loader are bound (in bubblewrap's
+# own /dev tmpfs, so no image needs a mount point for them).
+_IMAGE_TOOLS = "/dev/.swe-rl-jax"
+
+
+@functools.lru_cache(maxsize=None)
+def _setpriv_files() -> tuple[tuple[str, str], ...]:
+    """(real path, name the loader looks for) of setpriv and of what it loads (`ldd`): the loader and
+    the libraries by their sonames."""
+    setpriv = shutil.which("setpriv") or "setpriv"
+    proc = subprocess.run(["ldd", setpriv], capture_output=True, text=True, check=False)
+    files = [setpriv, *re.findall(r"(/\S+) \(0x", proc.stdout)]
+    return tuple((os.path.realpath(f), os.path.basename(f)) for f in files)
+
+
+def _image_setpriv(uid: int) -> list[str]:
+    """`_setpriv` run by the host's loader with the host's libraries, from `_IMAGE_TOOLS`."""
+    names = [name for _, name in _setpriv_files()]
+    loader = next(n for n in names if n.startswith("ld-"))
+    return [f"{_IMAGE_TOOLS}/{loader}", "--inhibit-cache", "--library-path", _IMAGE_TOOLS, f"{_IMAGE_TOOLS}/{names[0]}",
+            *_setpriv(uid)[1:]]
+
+
+def _image_root_args(view: View, fds: Mapping[str, int], tmp: Optional[Path] = None) -> list[str]:
+    """Image mode's root: the image's file system read-only at `/`, its directories that lack a
+    mount point the run needs rebuilt around it (`_graft`); the private /proc, /dev, /dev/shm and
+    /tmp, with the host's setpriv in /dev (`_IMAGE_TOOLS`); the image's accounts plus the run's user,
+    the sandbox's hosts and hostname."""
+    image = view.image
+    assert image is not None
+    mounts = _image_mounts(view)
+    points = _graft_points(image.rootfs, mounts)
+    args = [] if "/" in points else ["--ro-bind", str(image.rootfs), "/"]
+    for point in sorted(points, key=lambda p: len(Path(p).parts)):
+        if not any(q != point and Path(point).is_relative_to(q) for q in points):
+            args += _graft(image.rootfs, point, points, mounts)
+    args += _private_mounts(tmp)
+    for source, name in _setpriv_files():
+        args += ["--ro-bind", source, f"{_IMAGE_TOOLS}/{name}"]
+    for name in _IDENTITY_FILES:
+        args += ["--perms", "0444", "--ro-bind-data", str(fds[name.rsplit("/", 1)[1]]), name]
+    return args
+
+
+def _image_sandbox_args(view: View, parents: Callable[[Path], list[str]]) -> list[str]:
+    """Image mode's writable part: the sandbox at its own path but the work tree, which is at the
+    image's repository path (the image's own tree there hidden), the run's test files read-only over
+    it; then every directory rebuilt for a mount point made read-only again."""
+    image = view.image
+    assert image is not None
+    args: list[str] = []
+    for entry in _sandbox_entries(view):
+        args += [*parents(entry), "--bind", str(entry), str(entry)]
+    args += [*parents(Path(image.repo_path)), "--bind", str(image.worktree), image.repo_path]
+    for path in view.frozen:
+        args += ["--ro-bind", str(path), image.inside(path)]
+    points = _graft_points(image.rootfs, _image_mounts(view))
+    for point in sorted(points, key=lambda p: -len(Path(p).parts)):
+        args += ["--remount-ro", point]
+    return args
 
 
 def _setpriv(uid: int) -> list[str]:
@@ -376,6 +560,12 @@ def wrap_command(cmd: Sequence[str], view: View, limits: Limits, isolation: str,
     limited = _prlimit(limits, isolation, group) + list(cmd)
     if isolation == "none":
         return _cgexec(group) + limited
+    if isolation == "bwrap" and view.image is not None:
+        # The image has neither tool (nor, maybe, a C library they run with): the limits are set on
+        # bubblewrap and inherited through it (RLIMIT_NPROC counts the run's user once setpriv is it;
+        # root, bubblewrap, is exempt), and setpriv runs with the host's loader and libraries.
+        return (_cgexec(group) + _prlimit(limits, isolation, group) + _bwrap_command(view, cwd, fds, tmp)
+                + _image_setpriv(view.uid) + list(cmd))
     if isolation == "bwrap":
         return _cgexec(group) + _bwrap_command(view, cwd, fds, tmp) + _setpriv(view.uid) + limited
     return _cgexec(group) + _namespaces_command(view) + _setpriv(view.uid) + limited
@@ -384,7 +574,7 @@ def wrap_command(cmd: Sequence[str], view: View, limits: Limits, isolation: str,
 def _payloads(view: View, isolation: str) -> dict[str, bytes]:
     if isolation != "bwrap":
         return {}
-    return {**{k: v.encode() for k, v in _identity(view.uid).items()}, "seccomp": seccomp_filter()}
+    return {**{k: v.encode() for k, v in _identity(view.uid, view.image).items()}, "seccomp": seccomp_filter()}
 
 
 def _probe(isolation: str) -> bool:
@@ -448,6 +638,16 @@ def agent_isolation(requested: str) -> str:
             "and set it to auto or bwrap")
     require(isolation_mode("auto") == "bwrap", "agent.isolation",
             f"{_AGENTS_NEED_BWRAP}, which does not work here: it needs {BWRAP_NEEDS}")
+    return "bwrap"
+
+
+def image_isolation(requested: str) -> str:
+    """The isolation of runs in images (harness/images.py): "bwrap", the one mode that gives a run a root
+    file system of its own; others are refused, and so is auto where bwrap does not work (ConfigError)."""
+    require(requested in ("auto", "bwrap"), "isolation",
+            f"runs in images need bwrap isolation (the image's file system is the run's root), not {requested!r}")
+    require(isolation_mode("auto") == "bwrap", "isolation",
+            f"runs in images need bwrap isolation, which does not work here: it needs {BWRAP_NEEDS}")
     return "bwrap"
 
 
@@ -731,3 +931,25 @@ def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str,
     text, head = output.text()
     return ProcessResult(None if stopped else proc.returncode, bool(stopped), time.perf_counter() - start, text,
                          isolation, cpu, output.total, head, limit)
+
+
+def run_on_untrusted_data(cmd: Sequence[str], *, readable: Sequence[Path], scratch: Path, env: Mapping[str, str],
+                          limits: Limits = Limits()) -> tuple[ProcessResult, Path]:
+    """`cmd`, a tool of this host, on data from elsewhere that the tool would obey (an image's git
+    repository: its configuration and hooks run commands; git(1), SECURITY, advises cloning such a
+    repository as an unprivileged user): in bwrap's view of the host as a user of its own, no
+    network, `readable` read-only and `scratch/sandbox/out` (its working directory, HOME) its only
+    writable place, whose contents are this process's user's again afterwards. Returns the result and
+    that directory."""
+    isolation = isolation_mode("bwrap")
+    sandbox = scratch / "sandbox"
+    out = sandbox / "out"
+    out.mkdir(parents=True)
+    with sandbox_user(isolation) as uid:
+        prepare_sandbox(sandbox, isolation, uid)
+        result = run_isolated(cmd, cwd=out, view=View(sandbox, tuple(readable), (), uid),
+                              env={**env, "HOME": str(out)}, limits=limits, isolation=isolation)
+    for directory, dirs, files in os.walk(out):
+        for name in [*dirs, *files]:
+            os.lchown(os.path.join(directory, name), os.geteuid(), os.getegid())
+    return result, out

@@ -32,9 +32,10 @@ import shutil
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
-from swe_rl_jax.harness.checkout import CheckoutError, checkout, git
-from swe_rl_jax.harness.environments import Environment
-from swe_rl_jax.harness.runner import _in_sandbox, _install, _prepare, _Prepared, _release, _scratch
+from swe_rl_jax.harness.checkout import CheckoutError, git
+from swe_rl_jax.harness.images import ImageError
+from swe_rl_jax.harness.runner import RunEnvironment, _in_sandbox, _install, _prepare, _Prepared, _release, _scratch, \
+    lay_out_worktree
 from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, agent_isolation, remove_tree, sandbox_user
 from swe_rl_jax.harness.specs import RepoSpec
 from swe_rl_jax.harness.treestate import State, changed_paths, measure, read_file, snapshot
@@ -114,7 +115,7 @@ class Workspace:
 
     @classmethod
     @contextlib.contextmanager
-    def open(cls, repo_dir: Path, commit: str, env: Environment, spec: RepoSpec = RepoSpec(), *,
+    def open(cls, repo_dir: Path, commit: str, env: RunEnvironment, spec: RepoSpec = RepoSpec(), *,
              isolation: Isolation = "auto", work_dir: Optional[Path] = None, history_root: Optional[Path] = None,
              limits: Limits = Limits(), env_vars: Mapping[str, str] = {}) -> Iterator["Workspace"]:
         """The workspace of `commit` of `repo_dir` in `env` (WorkspaceError when it cannot be made);
@@ -159,11 +160,15 @@ class Workspace:
             after = snapshot(self._run.worktree, max_entries=self._baseline_size.entries + max_files,
                              max_bytes=self._baseline_size.bytes + max_bytes)
             changed = [p for p in changed_paths(self._baseline, after) if ".git" not in p.split("/")]
-            checkout(self._repo_dir, self._commit, clean, self._store_root)
+            # The tree as the set-up made it (in an image, its files: imagerepo.py), staged: the diff's base.
+            lay_out_worktree(self._repo_dir, self._commit, clean, self._store_root, self._run.image)
+            git(clean, "add", "-A")
+            start = git(clean, "write-tree").strip()
             copy_changes(self._run.worktree, after, changed, clean, max_bytes)
             git(clean, "add", "-A")
-            return git(clean, "diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames")
-        except (ValueError, OSError, CheckoutError, RuntimeError) as e:
+            return git(clean, "diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
+                       start)
+        except (ValueError, OSError, CheckoutError, ImageError, RuntimeError) as e:
             raise WorkspaceError("diff_failed", str(e)) from None
         finally:
             remove_tree(clean)

@@ -72,10 +72,11 @@ def run_agent_scaffold(config: ResolveConfig, instances: list[Instance], policy:
     isolation = agent_isolation(agent.isolation)  # before the clones are looked for, a model loads or a row is written
     out, trace = Path(config.out), Path(config.trace_out)
     name = config.name()
-    locator = RepoLocator(config.repos)
-    locator.require_some(i.repo for i in instances)
-    # Checked before the model loads: the spec file, the sandbox, the directories.
-    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, isolation)
+    locator = RepoLocator(config.repos or None)
+    if config.repos:
+        locator.require_some(i.repo for i in instances)
+    # Checked before the model loads: the spec file, the sandbox, the directories, the images.
+    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, isolation, agent.images)
     specs, env_options, work_dir = places.specs, places.env_options, places.work_dir
     pending, resumed = pending_instances(instances, out, trace, name)
     begin = time.perf_counter()

@@ -38,6 +38,7 @@ from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, check_field_map, load_instances
 from swe_rl_jax.harness.evaluation import harness_places
+from swe_rl_jax.harness.images import ImageOptions, fetch_command, find_image, instance_image_name
 from swe_rl_jax.harness.sandbox import agent_isolation
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.policies import Policy, derive_seed
@@ -171,17 +172,31 @@ def split_by_repo(instances: Sequence[Instance], heldout_repos: Sequence[str]) -
     return [i for i in instances if i.repo not in held], [i for i in instances if i.repo in held]
 
 
+def _missing(inst: Instance, locator: RepoLocator, images: ImageOptions) -> str:
+    """Why the harness cannot run `inst`'s code ("" when it can): `no_clone`, or in image mode `no_image`
+    (its image is not in the images directory)."""
+    if images.enabled:
+        return "" if find_image(Path(images.dir), instance_image_name(inst, images)) else "no_image"
+    return "no_clone" if locator.find(inst.repo) is None else ""
+
+
 def usable_instances(config: AgentRLConfig, locator: RepoLocator) -> tuple[list[Instance], dict[str, int]]:
     """The configured instances the harness can judge, in file order, and the ones skipped by
-    reason: `no_clone` (its repository is not under `repos`), `no_tests` (no FAIL_TO_PASS test to
-    judge by), `duplicate` (an instance id seen before)."""
+    reason: `no_clone` (its repository is not under `repos`), `no_image` (image mode: its image is not
+    in `agent.images.dir`; the first one's `skopeo copy` is printed), `no_tests` (no FAIL_TO_PASS test
+    to judge by), `duplicate` (an instance id seen before)."""
     require(bool(config.instances), "instances", "is required (one or more instance files)")
+    images = config.agent.images
     seen, kept, skipped = set(), [], collections.Counter()
     for path in config.instances:
         for inst in load_instances(path, fields=config.fields):
-            reason = ("duplicate" if inst.instance_id in seen else "no_clone" if locator.find(inst.repo) is None
-                      else "no_tests" if not inst.fail_to_pass else "")
+            reason = ("duplicate" if inst.instance_id in seen else _missing(inst, locator, images)
+                      or ("no_tests" if not inst.fail_to_pass else ""))
             seen.add(inst.instance_id)
+            if reason == "no_image" and not skipped[reason]:
+                name = instance_image_name(inst, images)
+                print(f"agent-rl: image {name} of {inst.instance_id} is not in {images.dir} (skipped, as every "
+                      f"instance without its image); fetch it: {fetch_command(name, images.dir)}", flush=True)
             if reason:
                 skipped[reason] += 1
             else:
@@ -217,9 +232,10 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     isolation = agent_isolation(config.agent.isolation)  # before anything is made: the sample's clones, checkpoints
     checked = config  # what checkpoints record: `sample` rather than this machine's paths
     config = config.with_sample()
-    require(bool(config.repos), "repos", "is required (the directory of the instances' clones), or sample=true")
+    require(bool(config.repos) or config.agent.images.enabled, "repos",
+            "is required (the directory of the instances' clones; or agent.images.dir), or sample=true")
     agent = dataclasses.replace(config.agent, judge=True)
-    locator = RepoLocator(config.repos)
+    locator = RepoLocator(config.repos or None)
     instances, skipped = usable_instances(config, locator)
     train, heldout = split_by_repo(instances, config.heldout.repos)
     if config.heldout.max_instances:
@@ -227,7 +243,7 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     if not train:
         raise InputError(f"no instance to train on: {len(instances)} usable (skipped {skipped or 'none'}), "
                          f"{len(heldout)} of them held out by heldout.repos")
-    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, isolation)
+    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, isolation, agent.images)
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(f"agent-rl instances: {len(train)} to train on, {len(heldout)} held out, skipped {skipped or 'none'}",

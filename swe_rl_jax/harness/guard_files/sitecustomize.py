@@ -96,6 +96,7 @@ def _start():
     std_roots = tuple({stdlib.rstrip("/") + "/", os.path.realpath(stdlib).rstrip("/") + "/"})
     own = os.path.dirname(os.path.abspath(__file__)) + "/"
     trusted_roots = tuple([r.rstrip("/") + "/" for r in config["trusted_roots"]] + [own])
+    untrusted_roots = tuple([r.rstrip("/") + "/" for r in config.get("untrusted_roots", [])] + ["/tmp/", "/dev/shm/"])
     framework_roots = frozenset(("pytest", "_pytest", "pluggy", "py", "unittest", "builtins", config.get("plugin", "")))
     startup_stems = frozenset(("sitecustomize", "usercustomize"))
     config_names = frozenset(("conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
@@ -138,16 +139,23 @@ def _start():
             found = (False, False)
         elif filename.startswith("<frozen "):
             found = (True, True)
-        elif filename.startswith(trusted_roots):
-            found = (True, False)
-        elif filename.startswith(std_roots) and "-packages/" not in filename:
-            found = (True, True)
         elif filename.startswith(worktree):
             found = (filename[len_(worktree):] in trusted_files, False)
-        else:
-            found = (False, False)
+        elif filename.startswith(own):
+            found = (True, False)
+        elif filename.startswith(std_roots) and "-packages/" not in filename and not filename.startswith(untrusted_roots):
+            found = (True, True)
+        else:  # the longest root that holds it decides: an image's `/` is trusted, its /tmp not
+            found = (longest(filename, trusted_roots) > longest(filename, untrusted_roots), False)
         trust_cache[filename] = found
         return found
+
+    def longest(filename, roots):
+        best = -1
+        for root in roots:
+            if filename.startswith(root) and len_(root) > best:
+                best = len_(root)
+        return best
 
     def is_import(code):  # what runs below an import acts for the module being imported
         return code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib")
