@@ -730,7 +730,7 @@ def history(open_repos, open_dir, runtime):
     clone = open_repos / "brightloop__taskq"
     mined = _mined_taskq(clone)
     # A copy whose branch is back at the base: the later commits are only in its reflog and objects.
-    dangling = open_dir / "dangling" / "brightloop__taskq"
+    dangling = open_dir / f"dangling-{runtime.mode}" / "brightloop__taskq"
     shutil.copytree(clone, dangling, symlinks=True)
     _git(dangling, "update-ref", "refs/heads/main", mined.base_commit)
     assert _git(dangling, "rev-list", "--all", "--count").strip() == _git(clone, "rev-list", "--count",
