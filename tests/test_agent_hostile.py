@@ -410,10 +410,9 @@ def world(request, repos, open_dir, tmp_path_factory):
     abstract.listen(8)
     abstract.setblocking(False)
     watched = [repos, root / "history-repos", env_cache, SAMPLE_DIR, marker_dir, secret, "/etc/passwd"]
-    if images.enabled:  # every image the episodes use, unpacked before the host's snapshot
-        for inst in instances.values():
-            instance_image(inst, images, Path(images.cache))
-        watched.append(Path(images.cache) / "unpacked")
+    if images.enabled:  # every image the episodes use, unpacked before the host's snapshot (each image
+        # alone: the cache is shared with the other test workers, which may unpack images meanwhile)
+        watched += sorted({instance_image(inst, images, Path(images.cache)).bundle for inst in instances.values()})
     w = dict(root=root, repos=repos, history_clone=history_clone, mined=mined, instances=instances, specs=specs,
              locator=locator, env_options=env_options, env_cache=env_cache, store=store, head_store=head_store,
              marker_dir=marker_dir, secret=secret, canary=canary, tcp=tcp, udp=udp, abstract=abstract,
