@@ -38,8 +38,7 @@ import jax
 from tqdm import tqdm
 
 from swe_rl_jax.agent.config import AgentConfig
-from swe_rl_jax.agent.environment import AgentEnvironment
-from swe_rl_jax.agent.judge import make_judge
+from swe_rl_jax.agent.environments import open_environments
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, check_field_map, load_instances
@@ -259,13 +258,10 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
                          learning_rate_schedule(opt_config), build_engine(config.rollout, mesh, span_hosts=True),
                          sampling_config(model_config, config.model))
 
-    def make_env() -> AgentEnvironment:
-        return AgentEnvironment(agent, locator, places.specs, places.env_options, places.work_dir)
-
-    trainer = AgentGRPOTrainer(setup, state, config.grpo, agent, config.update, make_env=make_env,
-                               judge=make_judge(agent, locator, places.specs, places.env_options, places.work_dir,
-                                                similarity=config.similarity_weight > 0),
-                               compact_filtering=config.compact_filtering,
+    environments = open_environments(agent, locator, places.specs, places.env_options, places.work_dir,
+                                     similarity=config.similarity_weight > 0)
+    trainer = AgentGRPOTrainer(setup, state, config.grpo, agent, config.update, make_env=environments.make_env,
+                               judge=environments.judge, compact_filtering=config.compact_filtering,
                                similarity_weight=config.similarity_weight)
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
@@ -307,6 +303,7 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
             ahead.prefetch(state.params, position + 1)
         state, metrics = trainer.update_on_groups(state, position, groups)
         metrics["staleness"] = float(staleness)
+        metrics.update({f"env/{k}": v for k, v in environments.stats().items()})  # the Ray backend's retries
         metrics["host/step_seconds"] = time.perf_counter() - started  # waiting for its rollouts, and the update
         _write_trajectories(out / "trajectories" / f"step_{position + 1:06d}.jsonl", groups.sampled,
                             dict(zip(groups.chosen, groups.trained)))
@@ -333,6 +330,7 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
             break
     bar.close()
     ahead.close()
+    environments.close()
     preemption.restore()
     checkpointer.close()
     writer.close()
