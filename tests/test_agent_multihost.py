@@ -3,9 +3,11 @@ processes x 4 CPU devices (jax.distributed with a local coordinator, gloo collec
 process x 8 devices, the same global mesh (fsdp=8), on the sample in the sandbox.
 
 - scripted token policies (tools/scripted_agent.py: sample 0 of each instance writes its gold fix,
-  sample 1 gives up), rollouts one step ahead: each process ran only its share of every step's groups
-  (read from the trajectories); the 2-process run, killed with SIGKILL
-  mid-step and resumed, has the 1-process run's episodes, verdicts and rollout metrics exactly, and
+  sample 1 gives up), rollouts one step ahead, the 2-process run's sandboxes on a Ray cluster of two
+  nodes started on this machine (agent.environments: ray; tools/ray_cluster.py), the 1-process run's
+  on this host: each process ran only its share of every step's groups (read from the trajectories);
+  the 2-process run, killed with SIGKILL mid-step and resumed, has the 1-process run's episodes,
+  verdicts and rollout metrics exactly, and
   its update's metrics and exported weights within the float rounding of the cross-process sums
   (the gradients' all-reduce adds the two hosts' parts over gloo, in another order than one
   process's all-reduce over its 8 devices: 1e-7 relative in the loss here, 7e-7 in a weight);
@@ -33,6 +35,8 @@ from swe_rl_jax.parallel.fake_devices import fake_device_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
+sys.path.insert(0, str(ROOT / "tools"))
+from ray_cluster import local_cluster  # noqa: E402
 
 pytestmark = pytest.mark.skipif(isolation_mode("auto") != "bwrap",
                                 reason="agents need bwrap isolation, which does not work here (root and apt-get "
@@ -85,7 +89,9 @@ EXACT = ("step", "resolved_rate", "submitted_rate", "turns", "format_errors", "e
 
 
 def _assert_same_metrics(a: list[dict], b: list[dict]) -> None:
-    """Rollout metrics equal; the update's (loss, entropy, log-prob gap, ...) within 1e-6 relative."""
+    """Rollout metrics equal; the update's (loss, entropy, log-prob gap, ...) within 1e-6 relative; the
+    sandboxes' backend's counts (`env/`) aside."""
+    a, b = ([{k: v for k, v in m.items() if not k.startswith("env/")} for m in run] for run in (a, b))
     assert [sorted(m) for m in a] == [sorted(m) for m in b]
     for x, y in zip(a, b):
         for k in x:
@@ -127,23 +133,27 @@ def _common(repos: Path, root: Path, work: Path, model: str, heldout: int = 0) -
             "heldout.repos=[tidewater/ledgerly]", "heldout.samples=1", "optimizer.lr=1e-2", "progress=false"]
 
 
-def test_scripted_agent_rl_on_two_processes_killed_and_resumed_equals_one_process(repos, open_dir, tiny_llama,
+def _two_processes_killed_and_resumed(out: Path, args: list[str]) -> None:
+    procs = _start("scripted", [f"out_dir={out}", *args], 2)
+    deadline = time.time() + 900
+    while not (out / "checkpoints" / "1").is_dir() and all(p.poll() is None for p in procs) and time.time() < deadline:
+        time.sleep(0.2)
+    for p in procs:  # mid step 2, on every host: nothing of it is saved
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    assert [m["step"] for m in _metrics(out)] == [0, 1]
+    _run("scripted", [f"out_dir={out}", *args], 2)  # resumed, 2 processes again
+
+
+def test_scripted_agent_rl_on_two_processes_on_ray_killed_and_resumed_equals_one_process(repos, open_dir, tiny_llama,
                                                                                  tmp_path_factory):
     root = tmp_path_factory.mktemp("agent_multihost")
     args = [*_common(repos, root, open_dir / "agent_multihost", tiny_llama), "agent.sampling.max_new_tokens=8",
             "num_steps=2", "save_every=1", "grpo.tis_cap=2.0", "max_staleness=1"]
     one, two = root / "one", root / "two"
     _run("scripted", [f"out_dir={one}", *args], 1)
-    procs = _start("scripted", [f"out_dir={two}", *args], 2)
-    deadline = time.time() + 900
-    while not (two / "checkpoints" / "1").is_dir() and all(p.poll() is None for p in procs) and time.time() < deadline:
-        time.sleep(0.2)
-    for p in procs:  # mid step 2, on every host: nothing of it is saved
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait()
-    assert [m["step"] for m in _metrics(two)] == [0, 1]
-    _run("scripted", [f"out_dir={two}", *args], 2)  # resumed, 2 processes again
-
+    with local_cluster(nodes=2) as cluster:
+        _two_processes_killed_and_resumed(two, [*args, "agent.environments=ray", f"agent.ray_address={cluster.address}"])
     a, b = _metrics(one), _metrics(two)
     assert [m["step"] for m in a] == [m["step"] for m in b] == [0, 1, 2]
     _assert_same_metrics(a, b)
@@ -158,6 +168,8 @@ def test_scripted_agent_rl_on_two_processes_killed_and_resumed_equals_one_proces
         ids = list(dict.fromkeys(i for i, _ in ran))
         assert len(ids) == 2 and ran == [(ids[0], 0), (ids[0], 0), (ids[1], 1), (ids[1], 1)]
         assert {t["process"] for t in _rows(one / "trajectories" / f"step_{step:06d}.jsonl")} == {0}
+    # Both processes' sandboxes ran on the cluster's two nodes (one worker per node per process).
+    assert [m["env/environment_nodes"] for m in b[1:]] == [2.0, 2.0] and all("env/environment_nodes" not in m for m in a)
     wa, wb = (load_file(str(out / "hf" / "model.safetensors")) for out in (one, two))
     initial = load_file(str(Path(tiny_llama) / "model.safetensors"))
     assert wa.keys() == wb.keys() and all(np.allclose(wa[k], wb[k], rtol=0, atol=2e-6) for k in wa)

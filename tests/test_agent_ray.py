@@ -7,10 +7,10 @@ Ray process on the loopback address), against the local backend.
   raylet and workers), gives the local backend's episodes and verdicts: the episodes whose trees were on
   the lost node are made again on the other and their commands replayed (counted as retries), none
   ends in a set-up failure or another verdict;
-- `agent-rl` (scripted token policies) through the Ray backend gives the local backend's episodes,
-  verdicts, metrics and exported weights, bit for bit.
 
-The hostile agent's classes through the Ray backend: tests/test_agent_hostile.py (`backend` "ray").
+`agent-rl` through the Ray backend (two JAX processes on one cluster, against one process on the local
+backend): tests/test_agent_multihost.py; the hostile agent's classes through the Ray backend:
+tests/test_agent_hostile.py (`runs[ray]`).
 """
 from __future__ import annotations
 
@@ -19,9 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-from safetensors.numpy import load_file
 
 from swe_rl_jax.agent.episode import task_id
 from swe_rl_jax.data.sources import RepoLocator, load_instances
@@ -32,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 sys.path.insert(0, str(ROOT / "tools"))
 from ray_cluster import local_cluster  # noqa: E402
-from scripted_agent import gold_fix_turns, run_scripted_agent_rl  # noqa: E402
+from scripted_agent import gold_fix_turns  # noqa: E402
 
 pytestmark = pytest.mark.skipif(isolation_mode("auto") != "bwrap",
                                 reason="agents need bwrap isolation, which does not work here (root and apt-get "
@@ -109,25 +107,3 @@ def test_resolve_through_ray_with_a_node_killed_mid_run_equals_local(cluster, re
     # while the worker restarts); the local backend has no such count.
     assert ray_run["environment_retries"] >= 2 and ray_run["environment_nodes"] == 2
     assert "environment_retries" not in local
-
-
-def test_agent_rl_through_ray_equals_local(cluster, repos, open_dir, tiny_llama, tmp_path):
-    rows = _rows(SAMPLE / "instances.jsonl")[:2]
-    train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    args = [f"instances=[{train}]", f"repos={repos}", f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
-            "agent.system_template=You fix bugs with one bash command per answer.", "agent.instance_template='{{task}}'",
-            f"agent.specs={SAMPLE / 'specs.json'}", f"agent.env_cache={tmp_path / 'envs'}",
-            f"agent.work_dir={open_dir / 'agent_rl_ray'}", "agent.sampling.max_new_tokens=8", "grpo.group_size=2",
-            "update.remat=none", "instances_per_step=2", "num_steps=1", "optimizer.lr=1e-2", "progress=false",
-            f"agent.ray_address={cluster.address}"]
-    for backend in ("local", "ray"):
-        run_scripted_agent_rl([f"out_dir={tmp_path / backend}", f"agent.environments={backend}", *args])
-    a, b = ([{k: v for k, v in m.items() if not k.startswith(("host/", "tool_seconds", "env/"))}
-             for m in _rows(tmp_path / backend / "metrics" / "metrics.jsonl")] for backend in ("local", "ray"))
-    assert a == b and a[0]["resolved_rate"] == 0.5 and a[0]["loss"] != 0.0
-    ta, tb = (_rows(tmp_path / backend / "trajectories" / "step_000001.jsonl") for backend in ("local", "ray"))
-    assert [_episode(t) for t in ta] == [_episode(t) for t in tb]
-    assert [t["verdict"]["resolved"] for t in tb] == [True, False, True, False]
-    wa, wb = (load_file(str(tmp_path / backend / "hf" / "model.safetensors")) for backend in ("local", "ray"))
-    assert wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)
