@@ -127,9 +127,10 @@ def _common(repos: Path, root: Path, work: Path, model: str, heldout: int = 0) -
     path = root / "instances.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in train + held))
     return [f"instances=[{path}]", f"repos={repos}", f"model.checkpoint={model}", "model.tokenizer=smollm2",
-            "agent.system_template=You fix bugs with one bash command per answer.", "agent.instance_template='{{task}}'",
-            f"agent.specs={SAMPLE / 'specs.json'}", f"agent.env_cache={root / 'envs'}", f"agent.work_dir={work}",
-            "agent.command_timeout_s=60", "grpo.group_size=2", "update.remat=none", "instances_per_step=2",
+            "agent.system_template=You fix bugs with one bash command per answer.",
+            "agent.instance_template='{{task}}'", f"agent.specs={SAMPLE / 'specs.json'}",
+            f"agent.env_cache={root / 'envs'}", f"agent.work_dir={work}", "agent.command_timeout_s=60",
+            "grpo.group_size=2", "update.remat=none", "instances_per_step=2",
             "heldout.repos=[tidewater/ledgerly]", "heldout.samples=1", "optimizer.lr=1e-2", "progress=false"]
 
 
@@ -153,7 +154,8 @@ def test_scripted_agent_rl_on_two_processes_on_ray_killed_and_resumed_equals_one
     one, two = root / "one", root / "two"
     _run("scripted", [f"out_dir={one}", *args], 1)
     with local_cluster(nodes=2) as cluster:
-        _two_processes_killed_and_resumed(two, [*args, "agent.environments=ray", f"agent.ray_address={cluster.address}"])
+        _two_processes_killed_and_resumed(two, [*args, "agent.environments=ray",
+                                                f"agent.ray_address={cluster.address}"])
     a, b = _metrics(one), _metrics(two)
     assert [m["step"] for m in a] == [m["step"] for m in b] == [0, 1, 2]
     _assert_same_metrics(a, b)
@@ -169,7 +171,8 @@ def test_scripted_agent_rl_on_two_processes_on_ray_killed_and_resumed_equals_one
         assert len(ids) == 2 and ran == [(ids[0], 0), (ids[0], 0), (ids[1], 1), (ids[1], 1)]
         assert {t["process"] for t in _rows(one / "trajectories" / f"step_{step:06d}.jsonl")} == {0}
     # Both processes' sandboxes ran on the cluster's two nodes (one worker per node per process).
-    assert [m["env/environment_nodes"] for m in b[1:]] == [2.0, 2.0] and all("env/environment_nodes" not in m for m in a)
+    assert [m["env/environment_nodes"] for m in b[1:]] == [2.0, 2.0]
+    assert all("env/environment_nodes" not in m for m in a)
     wa, wb = (load_file(str(out / "hf" / "model.safetensors")) for out in (one, two))
     initial = load_file(str(Path(tiny_llama) / "model.safetensors"))
     assert wa.keys() == wb.keys() and all(np.allclose(wa[k], wb[k], rtol=0, atol=2e-6) for k in wa)

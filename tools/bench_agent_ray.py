@@ -133,7 +133,8 @@ def main(argv: list[str]) -> int:
                             per_command[name] = _per_command(root, repos, address, args.commands)
                     took, summary, rows = _arm(server, root, repos, args, f"{name}-{r}", address)
                 if summary["exit_status"] != {"submitted": len(instances)} or summary["resolved"] != len(instances):
-                    raise SystemExit(f"error: {name}: not every episode submitted and resolved: {summary['exit_status']}")
+                    raise SystemExit(f"error: {name}: not every episode submitted and resolved: "
+                                     f"{summary['exit_status']}")
                 got = [(row["instance_id"], row["patch"], row["verdict"]["resolved"]) for row in rows]
                 if reference is None:
                     reference = got
