@@ -2,7 +2,8 @@
 real cluster of a head and two worker nodes started on this machine (`ray.cluster_utils.Cluster`, every
 Ray process on the loopback address), against the local backend.
 
-- `local` imports no Ray;
+- `local` imports no Ray; an address nothing answers at is one line and exit 2 (Ray itself would retry
+  it for minutes);
 - `resolve --scaffold agent` through the Ray backend, with one of the two nodes killed mid-run (its
   raylet and workers), gives the local backend's episodes and verdicts: the episodes whose trees were on
   the lost node are made again on the other and their commands replayed (counted as retries), none
@@ -15,6 +16,7 @@ tests/test_agent_hostile.py (`runs[ray]`).
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +60,25 @@ def test_the_local_backend_imports_no_ray():
             "swe_rl_jax.rl.agent_run; print('ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr[-2000:]
+
+
+def test_a_cluster_that_is_not_there_is_one_line(repos, tmp_path, capsys):
+    from swe_rl_jax.cli import main as cli_main
+
+    with socket.socket() as free:  # a port nothing listens on once closed
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    instances = tmp_path / "instances.jsonl"
+    instances.write_text((SAMPLE / "instances.jsonl").read_text().splitlines()[0] + "\n")
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("")
+    assert cli_main(["resolve", "--scaffold", "agent", "--instances", str(instances), "--repos", str(repos),
+                     "--out", str(tmp_path / "preds.jsonl"), f"answers={answers}", "progress=false",
+                     f"agent.specs={SAMPLE / 'specs.json'}", "agent.environments=ray",
+                     f"agent.ray_address=127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: agent.ray_address: nothing answers at") and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "preds.jsonl").exists()
 
 
 class _KillsANode:

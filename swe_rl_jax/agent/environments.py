@@ -21,6 +21,7 @@ from swe_rl_jax.agent.config import AgentConfig
 from swe_rl_jax.agent.driver import Judge
 from swe_rl_jax.agent.environment import AgentEnvironment, Observation
 from swe_rl_jax.agent.judge import make_judge
+from swe_rl_jax.config import ConfigError
 from swe_rl_jax.data.sources import Instance, RepoLocator
 from swe_rl_jax.harness.environments import EnvironmentOptions
 from swe_rl_jax.harness.specs import RepoSpec
@@ -66,7 +67,12 @@ def open_environments(agent: AgentConfig, locator: RepoLocator, specs: Mapping[s
     """The backend `agent.environments` names; `similarity`: the judge adds SWE-RL's similarity of the
     diff to the oracle patch (agent/judge.py)."""
     if agent.environments == "ray":
-        from swe_rl_jax.agent.ray_environments import RayEnvironments
-
+        try:
+            from swe_rl_jax.agent.ray_environments import RayEnvironments
+        except ModuleNotFoundError as e:
+            if e.name != "ray":
+                raise
+            raise ConfigError("agent.environments: ray needs the ray package on this host and every node "
+                              "(pip install -e '.[ray]')") from None
         return RayEnvironments(agent, locator, specs, env_options, work_dir, similarity)
     return LocalEnvironments(agent, locator, specs, env_options, work_dir, similarity)

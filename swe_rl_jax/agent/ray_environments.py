@@ -121,14 +121,31 @@ def _value(answer: tuple) -> Any:
     return answer[1]
 
 
+def _check_reachable(address: str) -> None:
+    """A `host:port` that nothing answers is one line now (ray.init would retry it for minutes)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as e:
+        raise ConfigError(f"agent.ray_address: nothing answers at {address} ({e.strerror or e}); start the "
+                          "cluster's head there (ray start --head) or fix the address") from None
+
+
 class RayEnvironments:
     """The backend (agent/environments.py): one `SandboxNode` per node with CPUs, episodes dealt to them
     in turn."""
 
     def __init__(self, agent: AgentConfig, locator: RepoLocator, specs: Mapping[str, RepoSpec],
                  env_options: EnvironmentOptions, work_dir: Path, similarity: bool = False):
-        ray.init(address=agent.ray_address, ignore_reinit_error=True, log_to_driver=False,
-                 logging_level="ERROR")
+        _check_reachable(agent.ray_address)
+        try:
+            ray.init(address=agent.ray_address, ignore_reinit_error=True, log_to_driver=False,
+                     logging_level="ERROR")
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise ConfigError(f"agent.ray_address: cannot join the Ray cluster at {agent.ray_address}: "
+                              f"{' '.join(str(e).split())[:300]}") from None
         nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0)
         if not nodes:
             raise ConfigError(f"agent.ray_address: the Ray cluster at {agent.ray_address} has no node with CPUs")
