@@ -10,8 +10,9 @@ there). The training host only sends commands and instances and gets observation
 back: `RayEnvironment` is an `AgentEnvironment` to the driver (agent/driver.py).
 
 A node or worker lost (a RayActorError, a node's death, or a restarted worker that no longer holds the
-episode's tree) costs a retry, never a verdict: the actor restarts (on another node when its own is
-gone), the episode's tree is made again there and its commands so far replayed, each giving the output
+episode's tree) costs a retry, never a verdict: the actor restarts on its node when only its process
+died, and when its node is gone the episode moves to another node's worker; the episode's tree is made
+again there and its commands so far replayed, each giving the output
 it gave before (else the episode cannot go on: its set-up failure), then the call is made again; after
 `agent.ray_retries` losses the episode ends `setup_error`. The episode's command-time budget counts the
 commands the episode ran, not their replays. A judge is retried on the next worker.
@@ -29,8 +30,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 import ray
-from ray.exceptions import (ActorUnavailableError, GetTimeoutError, NodeDiedError, ObjectLostError, RayActorError,
-                            WorkerCrashedError)
+from ray.exceptions import (ActorUnavailableError, ActorUnschedulableError, GetTimeoutError, NodeDiedError,
+                            ObjectLostError, RayActorError, WorkerCrashedError)
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from swe_rl_jax.agent.actions import BashAction
@@ -48,7 +49,8 @@ class WorkerLost(RuntimeError):
     """The worker answering is not the one that held the episode's tree (it was restarted)."""
 
 
-LOST = (RayActorError, WorkerCrashedError, NodeDiedError, ObjectLostError, WorkerLost)
+# A worker's process or node gone, or its node gone before it could restart there (unschedulable).
+LOST = (RayActorError, ActorUnschedulableError, WorkerCrashedError, NodeDiedError, ObjectLostError, WorkerLost)
 RESTART_WAIT_S = 120.0  # how long a lost worker may take to come back (restarted, on another node if need be)
 
 
@@ -150,8 +152,9 @@ class RayEnvironments:
         if not nodes:
             raise ConfigError(f"agent.ray_address: the Ray cluster at {agent.ray_address} has no node with CPUs")
         node_actor = ray.remote(SandboxNode)
-        # Soft affinity: a worker whose node is gone restarts on another (max_restarts -1: always).
-        self.workers = [node_actor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True),
+        # Pinned to its node (a soft affinity let Ray put two on one node); restarted there when its
+        # process dies (max_restarts -1), given up when its node is (`recovered`).
+        self.workers = [node_actor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
                                            max_restarts=-1, max_concurrency=agent.command_workers + 1,
                                            num_cpus=0).remote(agent, locator, specs, env_options, work_dir,
                                                               similarity)
@@ -161,7 +164,8 @@ class RayEnvironments:
         if refused:
             raise ConfigError(f"agent.environments: a Ray node cannot run agents ({refused[0]['host']}): "
                               f"{refused[0]['error']}")
-        self.hosts = [w["host"] for w in where]
+        self.hosts, self.nodes = [w["host"] for w in where], [w["node"] for w in where]
+        self.dead: set[int] = set()
         self.retries = agent.ray_retries
         self.budget_s = agent.episode_command_s
         self._turn = itertools.count()
@@ -169,23 +173,33 @@ class RayEnvironments:
         self._lock = threading.Lock()
 
     def recovered(self, worker: int) -> int:
-        """After a loss: `worker` once it answers again (restarted), or another one if it is gone for
-        good or does not come back within RESTART_WAIT_S. Counts the loss."""
+        """After a loss: `worker` once it answers again (its process restarted on its node), else, its
+        node gone or it not back within RESTART_WAIT_S, the next worker whose node is up. Counts the loss."""
         with self._lock:
             self._lost += 1
         deadline = time.monotonic() + RESTART_WAIT_S
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and worker not in self.dead:
+            if self.nodes[worker] not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}:
+                break
             try:
                 ray.get(self.workers[worker].ready.remote(), timeout=10)
                 return worker
-            except (ActorUnavailableError, GetTimeoutError):  # restarting
+            except (ActorUnavailableError, GetTimeoutError):  # restarting, or its node not yet known lost
                 time.sleep(0.2)
             except LOST:  # dead for good
                 break
-        return (worker + 1) % len(self.workers)
+        with self._lock:
+            self.dead.add(worker)
+        return self.next_worker()
 
     def next_worker(self) -> int:
-        return next(self._turn) % len(self.workers)
+        """The next worker in turn whose node is not lost (SetupError when none is left)."""
+        with self._lock:
+            for _ in range(len(self.workers)):
+                worker = next(self._turn) % len(self.workers)
+                if worker not in self.dead:
+                    return worker
+        raise SetupError("worker_lost", "every Ray worker's node was lost")
 
     def make_env(self) -> "RayEnvironment":
         return RayEnvironment(self, self.next_worker())
