@@ -45,7 +45,8 @@ from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, check_fie
 from swe_rl_jax.harness.evaluation import harness_places
 from swe_rl_jax.harness.sandbox import agent_isolation
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
-from swe_rl_jax.parallel.distributed import DistributedConfig, any_process, barrier, initialize, multi_process
+from swe_rl_jax.parallel.distributed import (DistributedConfig, any_process, barrier, gather_objects, initialize,
+                                             multi_process)
 from swe_rl_jax.policies import Policy, derive_seed
 from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config
 from swe_rl_jax.rl.agent_grpo import AgentGRPOTrainer, EpisodeGroups
@@ -212,6 +213,14 @@ def _write_trajectories(path: Path, sampled: Sequence[Sequence[dict[str, Any]]],
                 f.write(json.dumps({**row, "trained": trained.get(i, False)}, sort_keys=True) + "\n")
 
 
+def _environment_stats(mine: dict[str, float]) -> dict[str, float]:
+    """The sandboxes' backend's counts as metrics (the Ray backend's nodes and retries so far, every
+    process's retries added up; nothing for the local backend). A collective with several processes."""
+    every = gather_objects(mine)
+    return {f"env/{k}": max(s[k] for s in every) if k == "environment_nodes" else sum(s[k] for s in every)
+            for k in mine}
+
+
 def plot_curves(metrics: Path, out: Path) -> None:
     """The run's curves: resolved rates (training episodes, held-out), turns and format errors, the
     share filtered out of the loss, the sampler/trainer log-prob gap."""
@@ -303,7 +312,7 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
             ahead.prefetch(state.params, position + 1)
         state, metrics = trainer.update_on_groups(state, position, groups)
         metrics["staleness"] = float(staleness)
-        metrics.update({f"env/{k}": v for k, v in environments.stats().items()})  # the Ray backend's retries
+        metrics.update(_environment_stats(environments.stats()))
         metrics["host/step_seconds"] = time.perf_counter() - started  # waiting for its rollouts, and the update
         _write_trajectories(out / "trajectories" / f"step_{position + 1:06d}.jsonl", groups.sampled,
                             dict(zip(groups.chosen, groups.trained)))
