@@ -25,6 +25,8 @@ Classes (1-7: each an episode of many commands, all in two `run_episodes` calls)
    judge's checkout holding the hidden test patch, a run started during a long command. Each fails
    in namespaces mode, which agents therefore refuse (tests/test_agent_isolation.py).
 
+Classes 1-7 run twice: by the local backend, and through the Ray backend (agent/ray_environments.py) on
+a cluster of two nodes started on this machine, whose workers run the sandboxes and the judge.
 In classes 1-7: nothing resolved (the judge's verdict, or no patch); the limit or refusal is in an
 observation; every command within its limits; and after both runs the host as it was (clones,
 environment cache, sample files, marker directories, no process of an episode's sandbox user
@@ -46,6 +48,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,6 +59,7 @@ from swe_rl_jax.agent.config import AgentConfig
 from swe_rl_jax.agent.judge import make_judge
 from swe_rl_jax.agent.driver import EpisodeJob, run_episodes
 from swe_rl_jax.agent.environment import AgentEnvironment
+from swe_rl_jax.agent.environments import open_environments
 from swe_rl_jax.agent.episode import task_id
 from swe_rl_jax.data.sample import SAMPLE_DIR, run_isolated_git
 from swe_rl_jax.data.sources import RepoLocator, load_instances
@@ -66,6 +70,9 @@ from swe_rl_jax.harness.images import ImageOptions, instance_image, swebench_ima
 from swe_rl_jax.harness.treestate import snapshot
 from swe_rl_jax.policies import PolicyResponse
 from test_harness_attacks import FORCE_PASS, REGISTER_IN_MEMORY
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from ray_cluster import local_cluster  # noqa: E402
 
 if isolation_mode("auto") != "bwrap":
     pytest.skip("the hostile agent is tested in bubblewrap, which does not run here (root and "
@@ -417,9 +424,8 @@ def world(request, repos, open_dir, tmp_path_factory):
              locator=locator, env_options=env_options, env_cache=env_cache, store=store, head_store=head_store,
              marker_dir=marker_dir, secret=secret, canary=canary, tcp=tcp, udp=udp, abstract=abstract,
              abstract_name=abstract_name, sample_dir=SAMPLE_DIR, project=Path(__file__).resolve().parents[1],
-             work_dir=open_dir / f"hostile-work-{request.param}", watched=watched, before=_host_state(watched),
+             work_dir=Path(tempfile.mkdtemp(prefix=f"hostile-work-{request.param}-", dir=open_dir)), watched=watched, before=_host_state(watched),
              images=images)
-    w["work_dir"].mkdir()
     w["work_dir"].chmod(0o755)
     yield w
     canary.kill()
@@ -435,10 +441,12 @@ def _judge(w):
                       w["env_options"], w["work_dir"])
 
 
-def _run(w, episodes: dict, limits: dict, in_flight: int):
+def _run(w, episodes: dict, limits: dict, in_flight: int, ray_address: str = ""):
     """episodes: name -> (instance, [(command name, command or raw answer)]). Each episode's first
-    command is `id -u` (its sandbox user). Returns name -> (Episode, {command name: observation})."""
+    command is `id -u` (its sandbox user). Returns name -> (Episode, {command name: observation}).
+    `ray_address`: the sandboxes and the judge on that Ray cluster's nodes (agent/ray_environments.py)."""
     config = AgentConfig(**limits, episodes_in_flight=in_flight, command_workers=6, isolation="bwrap",
+                         judge_timeout_s=60, environments="ray" if ray_address else "local", ray_address=ray_address,
                          images=w["images"])
     jobs, scripts, names = [], {}, []
     for sample, (name, (inst, steps)) in enumerate(episodes.items()):
@@ -448,9 +456,16 @@ def _run(w, episodes: dict, limits: dict, in_flight: int):
                                                       for _, c in steps]
         names.append((name, [n for n, _ in steps]))
     start = time.perf_counter()
-    done = run_episodes(jobs, Scripted(scripts), config,
-                        lambda: AgentEnvironment(config, w["locator"], w["specs"], w["env_options"], w["work_dir"]),
-                        judge=_judge(w))
+    if ray_address:
+        backend = open_environments(config, w["locator"], w["specs"], w["env_options"], w["work_dir"])
+        try:
+            done = run_episodes(jobs, Scripted(scripts), config, backend.make_env, judge=backend.judge)
+        finally:
+            backend.close()
+    else:
+        done = run_episodes(jobs, Scripted(scripts), config,
+                            lambda: AgentEnvironment(config, w["locator"], w["specs"], w["env_options"], w["work_dir"]),
+                            judge=_judge(w))
     seconds = time.perf_counter() - start
     out = {}
     for (name, step_names), ep in zip(names, done):
@@ -459,8 +474,18 @@ def _run(w, episodes: dict, limits: dict, in_flight: int):
     return out, config, seconds
 
 
-@pytest.fixture(scope="module")
-def runs(world):
+@pytest.fixture(scope="module", params=["local", "ray"])
+def runs(request, world):
+    """Classes 1-7, run by the local backend, then again through the Ray backend on a cluster of two
+    nodes started on this machine (tools/ray_cluster.py): the same assertions hold for both."""
+    if request.param == "local":
+        yield _hostile_runs(world, "")
+        return
+    with local_cluster(nodes=2) as cluster:
+        yield _hostile_runs(world, cluster.address)
+
+
+def _hostile_runs(world, ray_address: str) -> dict:
     w = world
     inst = w["instances"]
     saved = os.environ.get("SWE_HOSTILE_SECRET")
@@ -491,7 +516,7 @@ def runs(world):
             "resources": (inst["brightloop__taskq-41"], _resource_script()),
             "processes": (inst["brightloop__taskq-30"], _process_script(w)),
         }
-        main_out, main_config, main_seconds = _run(w, main, MAIN, in_flight=len(main))
+        main_out, main_config, main_seconds = _run(w, main, MAIN, in_flight=len(main), ray_address=ray_address)
         budget = {
             "budget": (inst["quillsoft__configlet-21"], [("loop1", "while :; do :; done"),
                                                          ("loop2", "while :; do :; done"),
@@ -503,7 +528,8 @@ def runs(world):
                 ("unclosed", "RAW:THOUGHT: x\n\n```mswea_bash_command\nls\n"),
                 ("never", "ls")]),
         }
-        budget_out, budget_config, budget_seconds = _run(w, budget, BUDGET, in_flight=len(budget))
+        budget_out, budget_config, budget_seconds = _run(w, budget, BUDGET, in_flight=len(budget),
+                                                         ray_address=ray_address)
     finally:
         if saved is None:
             os.environ.pop("SWE_HOSTILE_SECRET", None)

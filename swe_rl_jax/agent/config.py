@@ -3,6 +3,7 @@ configs/agent.yaml gives mini-swe-agent's SWE-bench values with their sources)."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from swe_rl_jax.agent.actions import DEFAULT_LANGUAGES
 from swe_rl_jax.agent.prompts import INSTANCE_TEMPLATE, OBSERVATION_TEMPLATE, SYSTEM_TEMPLATE
@@ -57,6 +58,14 @@ class AgentConfig:
     # patch) and keep the verdict in the trajectory; `resolve` leaves it to `evaluate`.
     judge: bool = False
     judge_timeout_s: float = 600.0  # CPU seconds of the judge's test run (the work tree's install step: 3x)
+    # Where the sandboxes run (agent/environments.py): `local`, this host's `command_workers` threads; or
+    # `ray`, the nodes of the Ray cluster at `ray_address` ("auto": the one this host belongs to), one
+    # worker per node running the same harness (set-ups, commands, diffs, verdicts) there. A worker or
+    # node lost mid-episode costs a retry (the work tree made again elsewhere and the episode's commands
+    # replayed), at most `ray_retries` times, then the episode's set-up failure: never a verdict.
+    environments: Literal["local", "ray"] = "local"
+    ray_address: str = ""
+    ray_retries: int = 3
 
     def __post_init__(self) -> None:
         require(self.step_limit >= 0, "agent.step_limit", "must be >= 0")
@@ -70,6 +79,11 @@ class AgentConfig:
         require(self.command_workers >= 1, "agent.command_workers", "must be >= 1")
         require(self.sampling.n == 1, "agent.sampling.n", "must be 1 (one answer per turn)")
         require(bool(self.languages), "agent.languages", "needs at least one fence language")
+        require(self.environments in ("local", "ray"), "agent.environments",
+                f"must be local or ray, got {self.environments!r}")
+        require(self.environments != "ray" or bool(self.ray_address), "agent.ray_address",
+                "is required with environments: ray (the cluster's address, host:port, or auto)")
+        require(self.ray_retries >= 0, "agent.ray_retries", "must be >= 0")
         self.command_limits()  # its own checks, named
 
     def command_limits(self) -> Limits:
