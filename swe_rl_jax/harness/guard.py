@@ -21,8 +21,10 @@ of other test runners (django's, sympy's) get the hook's evidence only; interpre
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
+import difflib
 import hashlib
 import hmac
 import json
@@ -63,6 +65,50 @@ def trusted_files(worktree: Path, untrusted: Sequence[str]) -> dict[str, str]:
                 rel = os.path.relpath(path, worktree)
                 if rel not in skip and not os.path.islink(path):
                     out[rel] = blob_id(Path(path).read_bytes())
+    return out
+
+
+_CODE_NODES = {ast.FunctionDef: None, ast.AsyncFunctionDef: None, ast.ClassDef: None, ast.Lambda: "<lambda>",
+               ast.ListComp: "<listcomp>", ast.SetComp: "<setcomp>", ast.DictComp: "<dictcomp>",
+               ast.GeneratorExp: "<genexpr>"}
+
+
+def kept_code(before: bytes, after: bytes) -> list[tuple[int, str]]:
+    """(first line, name) of each function, class body, lambda and comprehension of `after` (a file the
+    model patch changed; `before`: the base commit's) whose lines, from its first decorator to its last
+    line, are one run of `before`'s lines the patch kept in place and in order (difflib): code of the
+    base commit, as it was. A code object's `co_firstlineno` and `co_name` name it in the test process
+    (the decorator's line and the `def`'s are both given: interpreters differ). Nothing when `after`
+    does not parse."""
+    try:
+        tree = ast.parse(after)
+    except (SyntaxError, ValueError):
+        return []
+    kept_runs = [(j1 + 1, j2) for tag, _, _, j1, j2 in difflib.SequenceMatcher(
+        None, before.splitlines(), after.splitlines(), autojunk=False).get_opcodes() if tag == "equal"]
+    out = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind not in _CODE_NODES:
+            continue
+        name = _CODE_NODES[kind] or node.name
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        if any(start <= first and node.end_lineno <= end for start, end in kept_runs):
+            out.update({(first, name), (node.lineno, name)})
+    return sorted(out)
+
+
+def patched_code(worktree: Path, before: Mapping[str, bytes]) -> dict[str, tuple[str, list[tuple[int, str]]]]:
+    """Work-tree path -> (blob id now, `kept_code`) of each Python file the model patch changed that the
+    base commit has (`before`: path -> its contents there), read before any code of the run started.
+    The guard trusts those code objects of the file and nothing else of it (a file whose contents
+    change before they are compiled loses even those)."""
+    out = {}
+    for rel, old in before.items():
+        path = worktree / rel
+        if rel.endswith(".py") and path.is_file() and not path.is_symlink():
+            now = path.read_bytes()
+            out[rel] = (blob_id(now), kept_code(old, now))
     return out
 
 
@@ -246,12 +292,14 @@ def _drain(fd: int, into: bytearray) -> None:
 
 @contextlib.contextmanager
 def start_guard(scratch: Path, worktree: Path, trusted: Mapping[str, str], tests: Sequence[str],
-                trusted_roots: Sequence[Path], untrusted_roots: Sequence[Path] = ()) -> Iterator[Guard]:
+                trusted_roots: Sequence[Path], untrusted_roots: Sequence[Path] = (),
+                partly_trusted: Mapping[str, tuple[str, Sequence[tuple[int, str]]]] = {}) -> Iterator[Guard]:
     """The guard of one test command (module docstring): its files copied to `scratch/guard/`, the key
     written into a pipe, the channel drained by a thread. `worktree`: where the command sees its work
     tree; `trusted_roots`: directories whose files the harness vouches for (the cached environments'
     site-packages; `/` for an image), less the `untrusted_roots` below them (the run's sandbox); the
-    standard library is found by the guard itself. Use the yielded Guard's `env`, `pass_fds` and
+    standard library is found by the guard itself; `partly_trusted`: the files the model patch changed,
+    with the code of each it kept (`patched_code`). Use the yielded Guard's `env`, `pass_fds` and
     `directory` (a PYTHONPATH entry to put first, and a path to make readable in the sandbox) for the
     command, then `Guard.report()`. The descriptors are closed on exit."""
     directory = scratch / "guard"
@@ -266,6 +314,7 @@ def start_guard(scratch: Path, worktree: Path, trusted: Mapping[str, str], tests
     os.close(key_write)
     config = {"key_fd": key_read, "channel_fd": channel_write, "mode": "test", "plugin": PLUGIN,
               "worktree": str(worktree), "trusted": dict(trusted), "tests": list(tests),
+              "partly_trusted": {rel: [blob, [list(c) for c in kept]] for rel, (blob, kept) in partly_trusted.items()},
               "trusted_roots": [str(p) for p in trusted_roots], "untrusted_roots": [str(p) for p in untrusted_roots]}
     config_path = directory / "config.json"
     config_path.write_text(json.dumps(config))

@@ -71,7 +71,7 @@ from swe_rl_jax.data.patches import PatchError, parse_patch
 from swe_rl_jax.harness.checkout import CheckoutError, checkout, read_blobs, tree_entries
 from swe_rl_jax.harness.directives import patch_files, test_command
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, make_overlay
-from swe_rl_jax.harness.guard import PLUGIN, Guard, GuardReport, start_guard, trusted_files
+from swe_rl_jax.harness.guard import PLUGIN, Guard, GuardReport, patched_code, start_guard, trusted_files
 from swe_rl_jax.harness.imagerepo import lay_out
 from swe_rl_jax.harness.images import Image, ImageError
 from swe_rl_jax.harness.integrity import base_entries, install_may_change, paths_to_reset
@@ -201,6 +201,7 @@ class _Prepared:
     history: Optional[Path] = None  # the history store the work tree's repository borrows from
     image: Optional[Image] = None  # the image whose file system is the run's root (none: the host's system)
     hash_seed: int = HASH_SEED
+    base_files: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)  # path -> (mode, blob id)
     base_paths: set[str] = dataclasses.field(default_factory=set)
     envs: list[Environment] = dataclasses.field(default_factory=list)
     applied: list[ApplyResult] = dataclasses.field(default_factory=list)
@@ -300,7 +301,8 @@ def _prepare(scratch: Path, repo_dir: Path, commit: str, model_patch: str, env: 
     except ImageError as e:
         run.error, run.message = e.kind, str(e)
         return run
-    run.base_paths = base_entries(tree_entries(run.worktree, commit))
+    run.base_files = tree_entries(run.worktree, commit)
+    run.base_paths = base_entries(run.base_files)
     if model_patch.strip():
         run.applied.append(apply_patch(run.worktree, model_patch, scratch / "model.diff"))
         if not run.applied[-1].applied:
@@ -439,6 +441,9 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
         run.frozen = _frozen_files(worktree, command)
         untrusted = [p for p in _patched_paths(model_patch) if p not in run.reset] if model_patch.strip() else []
         trusted = trusted_files(worktree, untrusted)  # as the harness wrote the tree, before any of its code ran
+        base_blobs = {p: run.base_files[p][1] for p in untrusted if p.endswith(".py") and p in run.base_files}
+        contents = read_blobs(worktree, sorted(set(base_blobs.values())))
+        partly_trusted = patched_code(worktree, {p: contents[sha] for p, sha in base_blobs.items()})
         with sandbox_user(isolation) as run.uid:
             _install(run, spec, limits,
                      [*(patch_files(test_patch) if test_patch.strip() else []), *test_files,
@@ -454,7 +459,8 @@ def run_tests(repo_dir: Path, commit: str, model_patch: str, test_ids: Sequence[
             # vouch for a runner that is the code under test (docs/HARNESS.md, "The guard").
             framework = _framework_under_test(worktree, spec.pythonpath)
             with (contextlib.nullcontext() if framework else start_guard(
-                    scratch, run.seen_worktree(), trusted, tests, roots, [run.sandbox])) as guard:
+                    scratch, run.seen_worktree(), trusted, tests, roots, [run.sandbox],
+                    partly_trusted)) as guard:
                 guarded_command = [*command, "-p", PLUGIN] if pytest_run and guard is not None else command
                 result = _in_sandbox(guarded_command, run, spec, limits, guard=guard)
                 watched = guard.report() if guard is not None else GuardReport()
