@@ -60,8 +60,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 # 2026-11-29 (test_smollm2.py now holds the SmolLM2 greedy rollouts); a file not named keeps its place after these.
 # test_harness_images.py and test_agent_hostile.py (both in two modes since issue 58) placed by their
 # time on a loaded machine, 2026-12-07.
-COSTLIEST_FILES = ("test_agent_multihost.py", "test_main_job.py", "test_parallel_multihost.py", "test_resolve_served.py", "test_rl_packing.py",
-                   "test_smollm2.py", "test_models_attention.py", "test_rl_ppo.py", "test_main_job_edit_stage.py",
+COSTLIEST_FILES = ("test_agent_multihost.py", "test_main_job.py", "test_parallel_multihost.py",
+                   "test_resolve_served.py", "test_rl_packing.py", "test_smollm2.py", "test_models_attention.py", "test_rl_ppo.py", "test_main_job_edit_stage.py",
                    "test_train_losses.py", "test_train_step.py", "test_sft_end_to_end.py", "test_lora_peft.py",
                    "test_sampling_sharded.py", "test_accelerator_check.py", "test_harness_images.py",
                    "test_harness_escape.py", "test_agent_hostile.py", "test_plan_tpu.py", "test_rl_sharded.py",
