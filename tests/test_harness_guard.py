@@ -363,19 +363,23 @@ def test_the_plugin_backs_what_pytest_reports_on_old_and_new_pytest(tmp_path_fac
     kinds = {t: {p: o.kind for p, o in seen.items()} for t, seen in report.observed.items()}
     assert kinds["tests/test_a.py::test_skip"]["call"] == "skip" and kinds["tests/test_a.py::test_fail"]["call"] == "fail"
     assert report.collected == list(report.reported)
-    # The package's own function put in place of a standard-library one while tests run: the check
-    # before the next test names it.
-    (worktree / "pkg" / "__init__.py").write_text("import fnmatch\n\n\ndef f():\n"
-                                                  "    fnmatch.fnmatch = lambda *a, **k: True\n    return 1\n")
-    (root / "scratch2").mkdir()
-    with start_guard(root / "scratch2", worktree, trusted_files(worktree, ["pkg/__init__.py"]), ["tests/test_a.py"],
-                     [env.site_packages()]) as guard:
-        done = subprocess.run([str(env.python), "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_a.py",
-                               "-p", PLUGIN], cwd=worktree, pass_fds=guard.pass_fds, capture_output=True, text=True,
-                              env={**guard.env, "PATH": os.environ["PATH"], "HOME": str(root),
-                                   "PYTHONPATH": f"{guard.directory}:{worktree}", "PYTHONDONTWRITEBYTECODE": "1"})
-        report = guard.report()
-    assert done.returncode == 86 and "fnmatch.fnmatch" in report.proof(done.returncode), (done.stdout[-2000:], report)
+    # While tests run, the package's own function put in place of a standard-library one, or bound to a
+    # name of the standard library that held a constant (as many names as before): the check before
+    # the next test names it.
+    for replaced, code in (("fnmatch.fnmatch", "import fnmatch\n\n\ndef f():\n    fnmatch.fnmatch = lambda *a: True\n"),
+                           ("string.whitespace", "import string\n\n\ndef f():\n"
+                                                 "    string.whitespace = lambda *a: ''\n")):
+        (worktree / "pkg" / "__init__.py").write_text(code + "    return 1\n")
+        scratch = root / f"scratch-{replaced}"
+        scratch.mkdir()
+        with start_guard(scratch, worktree, trusted_files(worktree, ["pkg/__init__.py"]), ["tests/test_a.py"],
+                         [env.site_packages()]) as guard:
+            done = subprocess.run([str(env.python), "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_a.py",
+                                   "-p", PLUGIN], cwd=worktree, pass_fds=guard.pass_fds, capture_output=True, text=True,
+                                  env={**guard.env, "PATH": os.environ["PATH"], "HOME": str(root),
+                                       "PYTHONPATH": f"{guard.directory}:{worktree}", "PYTHONDONTWRITEBYTECODE": "1"})
+            report = guard.report()
+        assert done.returncode == 86 and replaced in report.proof(done.returncode), (done.stdout[-2000:], report)
 
 
 def test_the_frameworks_own_repository_runs_unguarded(tmp_path):

@@ -66,6 +66,7 @@ def _start():
     get_ident, lock, marshal_loads, read_file = _thread.get_ident, _thread.allocate_lock(), marshal.loads, open
     str_, bytes_, int_, tuple_, list_, dict_, set_, frozenset_, type_, len_, id_, isinstance_, issubclass_, any_ = (
         str, bytes, int, tuple, list, dict, set, frozenset, type, len, id, isinstance, issubclass, any)
+    map_ = map
     Exception_, OSError_, ValueError_ = Exception, OSError, ValueError
     code_type, function_type, module_type, method_type = types.CodeType, types.FunctionType, types.ModuleType, \
         types.MethodType
@@ -450,8 +451,13 @@ def _start():
         return out
 
     def snapshot(which):
-        snapshots[which] = [[name, namespace, len_(namespace), bound(namespace, which == "framework"), is_class]
+        snapshots[which] = [[name, namespace, identities(namespace), bound(namespace, which == "framework"), is_class]
                             for name, namespace, is_class in namespaces(which)]
+
+    def identities(namespace):
+        """The ids of what the namespace binds, in order (C code only): equal to an earlier list, nothing
+        was bound otherwise, added or removed since (the held values keep their ids theirs)."""
+        return list_(map_(id_, namespace.values()))
 
     def untrusted_code_in(value):
         """Whether `value` is, or (a class, a module) binds, a function or method of code the guard does
@@ -476,15 +482,19 @@ def _start():
         return False
 
     def changed(which):
-        """The first name the snapshot bound otherwise now, or "": each binding looked up again (an
-        identity, no call), and a namespace whose size changed scanned for what was added. The
+        """The first name the snapshot bound otherwise now, or "": a namespace whose values' ids are
+        those of the last check is passed over; one whose are not has each binding looked up again (an
+        identity, no call) and is scanned for what was added or bound anew. The
         framework's bindings may not change; the standard library's may, to what is not untrusted code
         (`untrusted_code_in`: tests mock its functions, re-import its modules). A module may gain a
         binding of trusted code (a submodule imported since, a class a function makes on first use)
         that shadows no builtin; a class, none."""
         framework = which == "framework"
         for entry in snapshots.get(which, ()):
-            name, namespace, size, pairs, is_class = entry
+            name, namespace, ids, pairs, is_class = entry
+            now_ids = identities(namespace)
+            if now_ids == ids:
+                continue
             get = namespace.get
             for index in range(len_(pairs)):
                 attr, value, acts = pairs[index]
@@ -494,14 +504,13 @@ def _start():
                 if (framework and acts) or (now is not pairs and untrusted_code_in(now)):
                     return name + "." + attr
                 pairs[index] = (attr, now, acts)  # a new binding the rules allow, checked from now on
-            if len_(namespace) != size:
-                known = set_(attr for attr, _, _ in pairs)
-                for attr, value, acts in bound(namespace, framework):
-                    if attr not in known:
-                        if (is_class and acts) or attr in builtin_names or untrusted_code_in(value):
-                            return name + "." + attr + " (added)"
-                        pairs.append((attr, value, acts))
-                entry[2] = len_(namespace)
+            known = set_(attr for attr, _, _ in pairs)
+            for attr, value, acts in bound(namespace, framework):
+                if attr not in known:
+                    if (is_class and acts) or attr in builtin_names or untrusted_code_in(value):
+                        return name + "." + attr + " (added)"
+                    pairs.append((attr, value, acts))
+            entry[2] = now_ids
         return ""
 
     plugin_codes = set()
