@@ -50,7 +50,7 @@ from swe_rl_jax.data.sample import commit_all, init_repo, write_files  # noqa: E
 from swe_rl_jax.data.sources import Instance, RepoLocator, load_instances  # noqa: E402
 from swe_rl_jax.harness.evaluation import harness_places  # noqa: E402
 from swe_rl_jax.policies.config import PolicyConfig, make_policy  # noqa: E402
-from swe_rl_jax.policy import ModelSource, tokenizer_source  # noqa: E402
+from swe_rl_jax.model_source import ModelSource, tokenizer_source  # noqa: E402
 from swe_rl_jax.rl.agent_run import AgentHeldoutConfig, AgentRLConfig, heldout_seed, run_agent_rl  # noqa: E402
 from swe_rl_jax.rl.episodes import episode_metrics  # noqa: E402
 from swe_rl_jax.sampling import SamplingParams  # noqa: E402

@@ -1,4 +1,4 @@
-"""Agent episodes per hour with the sandboxes on this host against on Ray nodes (agent/ray_environments.py),
+"""Agent episodes per hour with the sandboxes on this host against on Ray nodes (agent/ray_backend.py),
 and on 1 Ray node against 2, side by side in one run; and the Ray backend's overhead per command.
 
 The scripted agent (tools/scripted_agent.py: look around, write the gold fix with commands, run the
@@ -42,7 +42,7 @@ from ray_cluster import local_cluster  # noqa: E402
 from scripted_agent import ScriptedServer, script_for  # noqa: E402
 from swe_rl_jax.agent.actions import BashAction  # noqa: E402
 from swe_rl_jax.agent.config import AgentConfig  # noqa: E402
-from swe_rl_jax.agent.environments import open_environments  # noqa: E402
+from swe_rl_jax.agent.backends import open_environments  # noqa: E402
 from swe_rl_jax.commands.resolve import parse_args  # noqa: E402
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos  # noqa: E402
 from swe_rl_jax.data.sources import RepoLocator, load_instances  # noqa: E402

@@ -1,4 +1,4 @@
-"""A Ray cluster on this machine for the Ray backend's tests and benchmark (agent/ray_environments.py):
+"""A Ray cluster on this machine for the Ray backend's tests and benchmark (agent/ray_backend.py):
 a head without CPUs (it runs no sandbox) and `nodes` worker nodes, each its own raylet with its own
 workers, every Ray process on the loopback address.
 

@@ -170,7 +170,7 @@ def run_scripted_agent_rl(overrides: Sequence[str],
     run (pytest's "passed in 0.04s" would not be)."""
     from swe_rl_jax.config import load_config
     from swe_rl_jax.rl.agent_run import AgentRLConfig, run_agent_rl
-    from swe_rl_jax.policy import tokenizer_source
+    from swe_rl_jax.model_source import tokenizer_source
     from swe_rl_jax.tokenizer import load_tokenizer
 
     config = load_config(AgentRLConfig, None, overrides)

@@ -7,7 +7,7 @@ Ray cluster").
     backend.close()
 
 `local`: each episode an `AgentEnvironment` on this host, judged here (agent/judge.py). `ray`: the same
-harness on the nodes of a Ray cluster (agent/ray_environments.py, imported only then: `local` needs
+harness on the nodes of a Ray cluster (agent/ray_backend.py, imported only then: `local` needs
 no Ray). Both give the driver the same interface, so the episodes, their observations and verdicts are
 the same whichever runs them.
 """
@@ -68,7 +68,7 @@ def open_environments(agent: AgentConfig, locator: RepoLocator, specs: Mapping[s
     diff to the oracle patch (agent/judge.py)."""
     if agent.environments == "ray":
         try:
-            from swe_rl_jax.agent.ray_environments import RayEnvironments
+            from swe_rl_jax.agent.ray_backend import RayEnvironments
         except ModuleNotFoundError as e:
             if e.name != "ray":
                 raise

@@ -136,7 +136,7 @@ def _check_reachable(address: str) -> None:
 
 
 class RayEnvironments:
-    """The backend (agent/environments.py): one `SandboxNode` per node with CPUs, episodes dealt to them
+    """The backend (agent/backends.py): one `SandboxNode` per node with CPUs, episodes dealt to them
     in turn."""
 
     def __init__(self, agent: AgentConfig, locator: RepoLocator, specs: Mapping[str, RepoSpec],

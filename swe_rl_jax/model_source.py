@@ -1,4 +1,5 @@
-"""A policy (model config, params on a mesh, tokenizer) from any supported checkpoint.
+"""A recipe's model source (the `model:` section, `ModelSource`): where the checkpoint comes from, how it
+loads as parameters on a mesh with its tokenizer, and how the trained model is exported.
 
 `ModelSource` is the config section every recipe (SFT, RL, eval) uses to name its model:
 an HF directory, a `.gguf` file, or a built-in name (`smollm2`). Either format loads tensor by
