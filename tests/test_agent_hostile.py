@@ -71,7 +71,7 @@ from swe_rl_jax.harness.treestate import snapshot
 from swe_rl_jax.policies import PolicyResponse
 from test_harness_attacks import FORCE_PASS, REGISTER_IN_MEMORY
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "lib"))
 from ray_cluster import local_cluster  # noqa: E402
 
 if isolation_mode("auto") != "bwrap":
@@ -477,7 +477,7 @@ def _run(w, episodes: dict, limits: dict, in_flight: int, ray_address: str = "")
 @pytest.fixture(scope="module", params=["local", "ray"])
 def runs(request, world):
     """Classes 1-7, run by the local backend, then again through the Ray backend on a cluster of two
-    nodes started on this machine (tools/ray_cluster.py): the same assertions hold for both."""
+    nodes started on this machine (tools/lib/ray_cluster.py): the same assertions hold for both."""
     if request.param == "local":
         yield _hostile_runs(world, "")
         return

@@ -30,7 +30,7 @@ from swe_rl_jax.policies import RecordedPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "lib"))
 from ray_cluster import local_cluster  # noqa: E402
 from scripted_agent import gold_fix_turns  # noqa: E402
 

@@ -171,7 +171,7 @@ class AgentRLConfig:
 
 def heldout_seed(heldout: AgentHeldoutConfig) -> int:
     """The seed of every held-out evaluation: the same episode keys each time, so what changes
-    between evaluations is the weights (tools/agent_learning_check.py's baselines use it too)."""
+    between evaluations is the weights (tools/checks/agent_learning_check.py's baselines use it too)."""
     return derive_seed("agent-heldout", heldout.seed)
 
 
