@@ -1,4 +1,4 @@
-"""Agent episodes as GRPO's training rows (issue 47, in part; docs/AGENT.md, "Episodes for RL").
+"""Agent episodes as GRPO's training rows (docs/AGENT.md, "Episodes for RL").
 
 An episode kept as tokens (agent/tokens.py) is one row: its ids, the loss on the positions that
 predict a sampled token, the sampler's log-probs there; the same `RolloutBatch` the single-turn

@@ -7,14 +7,14 @@ unless --tokenizer is given). Repository and patch generation are not timed.
 
     python tools/bench/bench_data.py [--files 300] [--instances 50] [--repeat 3] [--tokenizer qwen]
 
-Real (`--real FILE --repos DIR`, issue 41): instances mined from real repositories (a JSONL file,
+Real (`--real FILE --repos DIR`): instances mined from real repositories (a JSONL file,
 clones under DIR), built side by side in one run, each build a fresh process (`build-data`'s
 `build_from_sources`): the single-process build, `--workers 2` and Beam's DirectRunner with 2
 processes, with the default options and with `--tree-outline --tree-retrieval 3`; records per
 second, the ratio to the single process, peak RSS (the build process's VmHWM; ru_maxrss of its
 largest worker, which Linux starts from the build process's peak at the fork). Then
 peak RSS of the single-process build on 4x the input (`4 * --limit` instances). With `--baseline
-CODE_DIR` (another checkout, e.g. before issue 41) the outline build of that code and of this one
+CODE_DIR` (another checkout, e.g. one before the streaming build) the outline build of that code and of this one
 on the same `--baseline-limit` consecutive instances of the largest repository. Other subsets take
 rows evenly spaced through the file, so that each holds every repository.
 

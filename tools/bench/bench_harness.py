@@ -11,7 +11,7 @@ instances at a time, in one run:
 - with `--before REV`: the harness of another commit (a `git worktree` of REV) on the same
   clones and environment cache, one worker and `--workers`, its runs interleaved with this
   commit's (before, after, before, ...) so that a drift of the machine's load hits both alike;
-  each evaluation runs in a process of its own for both sides (with a REV before issue 57's kernel
+  each evaluation runs in a process of its own for both sides (with a REV before the kernel
   limits: the harness with its cgroups and run file systems against the one without).
 Then, where this commit has kernel limits (root with cgroups), what each of their fixed steps costs
 alone, `--pieces` times each (medians of wall clock, and CPU of this process and its children): a

@@ -1,5 +1,5 @@
 """Prefill work of multi-turn agent episodes: the prefix cache against re-prefilling every turn, side by
-side in one run (issue 47, item 2; sampling/prefix_cache.py).
+side in one run (sampling/prefix_cache.py).
 
 Scripted token-exact episodes, as the agent sends them to the in-process sampler: turn k+1's prompt is
 turn k's prompt + the ids it sampled + an observation's ids. A seeded RNG draws each episode's number

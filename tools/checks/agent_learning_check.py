@@ -1,4 +1,4 @@
-"""The learning check of multi-turn agent RL (issue 47; docs/AGENT.md, "The learning check"): does
+"""The learning check of multi-turn agent RL (docs/AGENT.md, "The learning check"): does
 `agent-rl` teach SmolLM2-135M, on 2 CPU cores, a task it can only solve over several turns?
 
 The task ("secret word"): a repository whose `notes/` directory holds a few files with random names;

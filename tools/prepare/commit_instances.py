@@ -1,6 +1,6 @@
 """SWE-bench-style instances from a repository's own fix commits, for checking the harness on real
 repositories when no published instance file is at hand (docs/HARNESS.md, "Real repositories
-after issue 36").
+under the patch rules").
 
 Per commit C: base_commit = C's parent, `patch` = C's changes outside test files, `test_patch` =
 its changes to test files (a path under `tests/` or `testing/`, or with a `tests` directory);

@@ -1,4 +1,4 @@
-"""The selection rules measured on real SWE-bench instances with a scripted policy (issue 38).
+"""The selection rules measured on real SWE-bench instances with a scripted policy (docs/RESULTS.md).
 
 No model here writes useful patches, so this measures the choosing itself: a recorded-answers file
 (policies/recorded.py) plays the policy, and for every instance it offers the gold patch among
