@@ -58,7 +58,7 @@ TEST_REQUIRES = [
     "ray==2.60.0",
 ]
 
-# agent.environments: ray (agent/ray_environments.py): the agent's sandboxes on a Ray cluster's nodes.
+# agent.environments: ray (agent/ray_backend.py): the agent's sandboxes on a Ray cluster's nodes.
 RAY_REQUIRES = ["ray==2.60.0"]
 
 setup(

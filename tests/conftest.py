@@ -142,11 +142,11 @@ def unguarded(*args, **kwargs):
     in-process guard (harness/guard.py), to show what another defence catches on its own."""
     yield None
 # Image mode's tests (tests/test_harness_images.py and the attack files' image runs): the sample's
-# images, built from this host's files by tools/make_images.py once per machine and content
+# images, built from this host's files by tools/prepare/make_images.py once per machine and content
 # (~/.cache/swe_rl_jax/test-images/<key>/), and unpacked into a cache beside them that later sessions reuse.
 @pytest.fixture(scope="session")
 def sample_images():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "prepare"))
     from make_images import sample_images as build
 
     return build()

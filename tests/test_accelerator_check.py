@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "tools" / "checks")]
 
 import accelerator_check as ac  # noqa: E402
 from accelerator_common import Part  # noqa: E402

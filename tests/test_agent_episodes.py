@@ -24,7 +24,7 @@ from swe_rl_jax.harness.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "lib"))
 
 from scripted_agent import ScriptedServer, recorded_rows, script_for  # noqa: E402
 

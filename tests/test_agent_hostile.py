@@ -25,7 +25,7 @@ Classes (1-7: each an episode of many commands, all in two `run_episodes` calls)
    judge's checkout holding the hidden test patch, a run started during a long command. Each fails
    in namespaces mode, which agents therefore refuse (tests/test_agent_isolation.py).
 
-Classes 1-7 run twice: by the local backend, and through the Ray backend (agent/ray_environments.py) on
+Classes 1-7 run twice: by the local backend, and through the Ray backend (agent/ray_backend.py) on
 a cluster of two nodes started on this machine, whose workers run the sandboxes and the judge.
 In classes 1-7: nothing resolved (the judge's verdict, or no patch); the limit or refusal is in an
 observation; every command within its limits; and after both runs the host as it was (clones,
@@ -59,7 +59,7 @@ from swe_rl_jax.agent.config import AgentConfig
 from swe_rl_jax.agent.judge import make_judge
 from swe_rl_jax.agent.driver import EpisodeJob, run_episodes
 from swe_rl_jax.agent.environment import AgentEnvironment
-from swe_rl_jax.agent.environments import open_environments
+from swe_rl_jax.agent.backends import open_environments
 from swe_rl_jax.agent.episode import task_id
 from swe_rl_jax.data.sample import SAMPLE_DIR, run_isolated_git
 from swe_rl_jax.data.sources import RepoLocator, load_instances
@@ -71,7 +71,7 @@ from swe_rl_jax.harness.treestate import snapshot
 from swe_rl_jax.policies import PolicyResponse
 from test_harness_attacks import FORCE_PASS, REGISTER_IN_MEMORY
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "lib"))
 from ray_cluster import local_cluster  # noqa: E402
 
 if isolation_mode("auto") != "bwrap":
@@ -444,7 +444,7 @@ def _judge(w):
 def _run(w, episodes: dict, limits: dict, in_flight: int, ray_address: str = ""):
     """episodes: name -> (instance, [(command name, command or raw answer)]). Each episode's first
     command is `id -u` (its sandbox user). Returns name -> (Episode, {command name: observation}).
-    `ray_address`: the sandboxes and the judge on that Ray cluster's nodes (agent/ray_environments.py)."""
+    `ray_address`: the sandboxes and the judge on that Ray cluster's nodes (agent/ray_backend.py)."""
     config = AgentConfig(**limits, episodes_in_flight=in_flight, command_workers=6, isolation="bwrap",
                          judge_timeout_s=60, environments="ray" if ray_address else "local", ray_address=ray_address,
                          images=w["images"])
@@ -477,7 +477,7 @@ def _run(w, episodes: dict, limits: dict, in_flight: int, ray_address: str = "")
 @pytest.fixture(scope="module", params=["local", "ray"])
 def runs(request, world):
     """Classes 1-7, run by the local backend, then again through the Ray backend on a cluster of two
-    nodes started on this machine (tools/ray_cluster.py): the same assertions hold for both."""
+    nodes started on this machine (tools/lib/ray_cluster.py): the same assertions hold for both."""
     if request.param == "local":
         yield _hostile_runs(world, "")
         return

@@ -1,4 +1,4 @@
-"""The learning check's task (tools/agent_learning_check.py) holds what the check relies on: the answer
+"""The learning check's task (tools/checks/agent_learning_check.py) holds what the check relies on: the answer
 is in exactly one notes file of the instance's tree, in no earlier commit and not in the task text,
 and pytest with git's own `apply` says the hidden test passes with the gold patch and fails without."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "checks"))
 
 from agent_learning_check import make_tasks  # noqa: E402
 

@@ -2,9 +2,9 @@
 processes x 4 CPU devices (jax.distributed with a local coordinator, gloo collectives) against 1
 process x 8 devices, the same global mesh (fsdp=8), on the sample in the sandbox.
 
-- scripted token policies (tools/scripted_agent.py: sample 0 of each instance writes its gold fix,
+- scripted token policies (tools/lib/scripted_agent.py: sample 0 of each instance writes its gold fix,
   sample 1 gives up), rollouts one step ahead, the 2-process run's sandboxes on a Ray cluster of two
-  nodes started on this machine (agent.environments: ray; tools/ray_cluster.py), the 1-process run's
+  nodes started on this machine (agent.environments: ray; tools/lib/ray_cluster.py), the 1-process run's
   on this host: each process ran only its share of every step's groups (read from the trajectories);
   the 2-process run, killed with SIGKILL mid-step and resumed, has the 1-process run's episodes,
   verdicts and rollout metrics exactly, and
@@ -35,7 +35,7 @@ from swe_rl_jax.parallel.fake_devices import fake_device_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "lib"))
 from ray_cluster import local_cluster  # noqa: E402
 
 pytestmark = pytest.mark.skipif(isolation_mode("auto") != "bwrap",
@@ -67,7 +67,7 @@ def _start(mode: str, overrides: list[str], processes: int) -> list[subprocess.P
     address = f"127.0.0.1:{_free_port()}"
     hosts = [[f"distributed.coordinator_address={address}", f"distributed.num_processes={processes}",
               f"distributed.process_id={i}"] if processes > 1 else [] for i in range(processes)]
-    return [subprocess.Popen([sys.executable, "-c", RUNNER, str(ROOT / "tools"), mode, *overrides, *host],
+    return [subprocess.Popen([sys.executable, "-c", RUNNER, str(ROOT / "tools" / "lib"), mode, *overrides, *host],
                              env=fake_device_env(8 // processes, fast_compile=True), stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True) for host in hosts]
 

@@ -1,4 +1,4 @@
-"""The episodes' sandboxes on a Ray cluster (agent/ray_environments.py, `agent.environments: ray`): a
+"""The episodes' sandboxes on a Ray cluster (agent/ray_backend.py, `agent.environments: ray`): a
 real cluster of a head and two worker nodes started on this machine (`ray.cluster_utils.Cluster`, every
 Ray process on the loopback address), against the local backend.
 
@@ -30,7 +30,7 @@ from swe_rl_jax.policies import RecordedPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "lib"))
 from ray_cluster import local_cluster  # noqa: E402
 from scripted_agent import gold_fix_turns  # noqa: E402
 
@@ -56,7 +56,7 @@ def _episode(t: dict) -> tuple:
 
 
 def test_the_local_backend_imports_no_ray():
-    code = ("import sys; import swe_rl_jax.agent.environments, swe_rl_jax.resolve.agent_scaffold, "
+    code = ("import sys; import swe_rl_jax.agent.backends, swe_rl_jax.resolve.agent_scaffold, "
             "swe_rl_jax.rl.agent_run; print('ray' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr[-2000:]

@@ -243,7 +243,7 @@ def test_long_steps_say_what_they_do(tmp_path, capsys, monkeypatch):
     captured = capsys.readouterr()
     assert "plan-memory: compiling it" in captured.err and json.loads(captured.out) == {"fits": True}
 
-    sys.path.insert(0, str(ROOT / "tools"))
+    sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "tools" / "checks")]
     import accelerator_check as ac
     from accelerator_common import Part
 
@@ -292,7 +292,7 @@ def _help(capsys, *argv: str) -> str:
 
 def test_docs_and_help_say_what_the_code_does(tmp_path, capsys):
     """The clone layouts resolve and evaluate accept (the lookup's own list) in their --help and
-    docs; generate's --checkpoint optional (default smollm2) in the README as in --help; `limit=0`
+    docs; generate's --checkpoint optional (default smollm2) in docs/CLI.md as in --help; `limit=0`
     documented as all (and running all); plan-memory's usage line runnable and every flag of it in
     docs/TRAINING.md's table."""
     from swe_rl_jax.commands import plan_memory
@@ -307,8 +307,8 @@ def test_docs_and_help_say_what_the_code_does(tmp_path, capsys):
     eval_md = (ROOT / "docs" / "EVAL.md").read_text()
     assert _layouts(eval_md[eval_md.index("## `resolve`"):eval_md.index("Config (`resolve/config.py")]) == LAYOUTS
 
-    readme_row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `generate"))
-    assert "[--checkpoint" in readme_row and "smollm2" in readme_row
+    cli_row = next(line for line in (ROOT / "docs" / "CLI.md").read_text().splitlines() if line.startswith("| `generate"))
+    assert "[--checkpoint" in cli_row and "smollm2" in cli_row
     assert "(default: smollm2" in _help(capsys, "generate")
 
     limit_row = next(line for line in eval_md.splitlines() if line.startswith("| `instance_ids`, `limit`"))

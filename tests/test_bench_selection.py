@@ -1,4 +1,4 @@
-"""tools/bench_selection.py: the scripted policy of the selection measurement, checked on the shipped
+"""tools/research/bench_selection.py: the scripted policy of the selection measurement, checked on the shipped
 sample against git (the gold patch applied by `git apply`) and a real pytest run of the
 reproduction script."""
 from __future__ import annotations
@@ -25,7 +25,7 @@ SAMPLE = ROOT / "data" / "sample" / "instances.jsonl"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("bench_selection", ROOT / "tools" / "bench_selection.py")
+    spec = importlib.util.spec_from_file_location("bench_selection", ROOT / "tools" / "research" / "bench_selection.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

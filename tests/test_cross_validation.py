@@ -50,9 +50,9 @@ def test_sample_has_four_repositories():
 
 
 def test_tool_refuses_an_unknown_fold(tmp_path):
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "cross_validate.py"), "--out", str(tmp_path),
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "research" / "cross_validate.py"), "--out", str(tmp_path),
                           "--folds", "nobody/nothing"], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2 and "error: --folds nobody/nothing: not a sample repository" in run.stderr
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "cross_validate.py"), "--out", str(tmp_path),
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "research" / "cross_validate.py"), "--out", str(tmp_path),
                           "--table-only"], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2 and "error: no fold" in run.stderr

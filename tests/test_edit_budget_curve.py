@@ -1,4 +1,4 @@
-"""tools/edit_budget_curve.py refuses a run it cannot start from, before loading any model."""
+"""tools/research/edit_budget_curve.py refuses a run it cannot start from, before loading any model."""
 import subprocess
 import sys
 from pathlib import Path
@@ -7,7 +7,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _curve(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "edit_budget_curve.py"), *args],
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "research" / "edit_budget_curve.py"), *args],
                           capture_output=True, text=True, cwd=ROOT)
 
 

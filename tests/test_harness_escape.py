@@ -1342,7 +1342,7 @@ def test_what_a_sandboxed_process_sees(open_repos, open_dir, runtime):
         problems.append(f"network interfaces {seen['net']}")
     if len(seen["pids"]) > 10 or 1 not in seen["pids"]:
         problems.append(f"processes {seen['pids']}")
-    # The host's /home is never there; an image's own is (tools/make_images.py's holds nonroot's).
+    # The host's /home is never there; an image's own is (tools/prepare/make_images.py's holds nonroot's).
     home = sorted(os.listdir(env.rootfs / "home")) if runtime.mode == "image" else []
     if isinstance(seen["home_dir"], list) and seen["home_dir"] != home:
         problems.append(f"/home lists {seen['home_dir']}")

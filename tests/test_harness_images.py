@@ -1,5 +1,5 @@
 """Image mode (docs/HARNESS.md, "Images"): the datasets' own container images as the sandbox's root,
-without Docker. Images: the sample's, SWE-bench's layout (tools/make_images.py; fixtures
+without Docker. Images: the sample's, SWE-bench's layout (tools/prepare/make_images.py; fixtures
 `sample_images`, `image_options` in tests/conftest.py), and small ones built here with umoci.
 
 - Unpacking: an OCI layout's entry, an OCI archive and a `docker save` archive of one image give
@@ -42,7 +42,7 @@ from swe_rl_jax.harness.specs import RepoSpec
 from swe_rl_jax.harness.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path[:0] = [str(ROOT / "tools" / "prepare"), str(ROOT / "tools" / "lib")]
 
 from make_images import add_layer, stage_system  # noqa: E402
 
@@ -549,7 +549,7 @@ def test_agent_rl_skips_an_instance_without_its_image_and_says_how_to_fetch_it(i
 
 @needs_bwrap
 def test_image_commands_names_each_missing_image_once(image_options, tmp_path, capsys):
-    """tools/image_commands.py: a `skopeo copy` line per image the directory lacks, each once, none for
+    """tools/prepare/image_commands.py: a `skopeo copy` line per image the directory lacks, each once, none for
     the images it holds."""
     import image_commands
 

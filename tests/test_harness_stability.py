@@ -1,4 +1,4 @@
-"""Verdicts that do not hang on a seed (harness/stability.py, tools/validate_seeds.py; docs/HARNESS.md):
+"""Verdicts that do not hang on a seed (harness/stability.py, tools/checks/validate_seeds.py; docs/HARNESS.md):
 the rules on hand-made runs, and the validation end to end on the sample with a test whose outcome
 Python's own hash of a string decides. Fixtures `repos`, `options`: tests/conftest.py."""
 import dataclasses
@@ -11,7 +11,7 @@ from swe_rl_jax.data.sample import SAMPLE_DIR
 from swe_rl_jax.harness.environments import resolve_interpreter
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "checks"))
 
 import validate_seeds  # noqa: E402
 

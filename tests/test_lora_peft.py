@@ -29,7 +29,7 @@ from swe_rl_jax.models.lora import ALL_TARGETS, LoraConfig
 from swe_rl_jax.models.params import flatten, param_specs, unflatten
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.rules import param_shardings
-from swe_rl_jax.policy import ModelSource, export_policy, load_policy
+from swe_rl_jax.model_source import ModelSource, export_policy, load_policy
 
 # Float32 logits of ours vs PEFT/transformers. Measured on CPU (2026-11-29): at most 4.5e-7 over
 # the three families and the three directions (our adapter in PEFT, PEFT's adapter in ours, the
@@ -255,7 +255,7 @@ from swe_rl_jax.models import forward
 from swe_rl_jax.models.params import flatten
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.rules import param_shardings
-from swe_rl_jax.policy import ModelSource, load_policy
+from swe_rl_jax.model_source import ModelSource, load_policy
 
 assert jax.device_count() == 4
 mesh, rules = make_mesh(MeshConfig(fsdp=2, tensor=2)), get_rules("fsdp_tp")

@@ -1,4 +1,4 @@
-"""tools/make_teacher_responses.py: the shipped teacher file is its output on the sample, its right
+"""tools/prepare/make_teacher_responses.py: the shipped teacher file is its output on the sample, its right
 edit answers are `render_edit`'s (each SEARCH occurs once in its file, the blocks give the merged
 files), and an edit no SEARCH text can anchor gets no right answer instead of a wrong one."""
 import importlib.util
@@ -18,7 +18,7 @@ SHIPPED = ROOT / "data" / "sample" / "teacher_responses.jsonl"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("make_teacher_responses", ROOT / "tools" / "make_teacher_responses.py")
+    spec = importlib.util.spec_from_file_location("make_teacher_responses", ROOT / "tools" / "prepare" / "make_teacher_responses.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

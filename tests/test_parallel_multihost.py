@@ -62,7 +62,7 @@ SFT = INIT + r"""
 from swe_rl_jax.models import ModelConfig
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.distributed import global_batch, local_rows
-from swe_rl_jax.policy import ModelSource
+from swe_rl_jax.model_source import ModelSource
 from swe_rl_jax.sft.run import SFTConfig, SeqioBatches
 from swe_rl_jax.train import *
 

@@ -308,7 +308,7 @@ def test_a_request_from_a_later_sample_sends_that_samples_seeds(server, tmp_path
 @pytest.fixture(scope="module")
 def tiny_sampler(tiny_llama):
     from swe_rl_jax.policies.config import PolicyConfig, make_policy
-    from swe_rl_jax.policy import ModelSource
+    from swe_rl_jax.model_source import ModelSource
     from swe_rl_jax.sampling.config import RolloutConfig
 
     model = ModelSource(checkpoint=str(tiny_llama), tokenizer="smollm2")

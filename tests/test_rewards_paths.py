@@ -10,7 +10,7 @@ from swe_rl_jax.policies import PolicyResponse
 from swe_rl_jax.resolve.candidates import make_candidate
 from swe_rl_jax.resolve.driver import Counts, StageSampling, resolve_chunk
 from swe_rl_jax.resolve.options import AgentlessOptions
-from swe_rl_jax.resolve.pipeline import resolve_steps
+from swe_rl_jax.resolve.stages import resolve_steps
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.rewards import normalize_path, parse_search_replace, swe_rl_reward
 from swe_rl_jax.paths import unsafe_path_reason

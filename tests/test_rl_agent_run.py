@@ -29,10 +29,10 @@ pytestmark = pytest.mark.skipif(isolation_mode("auto") != "bwrap",
                                 reason="agents need bwrap isolation, which does not work here (root and apt-get "
                                        "install bubblewrap)")
 
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools" / "lib"))
 from scripted_agent import run_scripted_agent_rl  # noqa: E402
 
-# `agent-rl` with the scripted token policy in a process of its own (tools/scripted_agent.py: sample 0
+# `agent-rl` with the scripted token policy in a process of its own (tools/lib/scripted_agent.py: sample 0
 # of each instance writes its gold fix, sample 1 gives up at once); argv: the config's overrides.
 RUNNER = "import sys; sys.path.insert(0, sys.argv[1]); from scripted_agent import run_scripted_agent_rl; " \
          "run_scripted_agent_rl(sys.argv[2:])"
@@ -102,7 +102,7 @@ def test_a_run_killed_mid_step_resumes_to_the_uninterrupted_run(repos, open_dir,
     run_scripted_agent_rl([f"out_dir={straight}", *args, f"instances=[{train},{held_out}]",
                            "heldout.repos=[tidewater/ledgerly]", "heldout.samples=1"])
     resumable = [f"out_dir={killed}", *args, f"instances=[{train}]"]
-    proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(ROOT / "tools"), *resumable],
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(ROOT / "tools" / "lib"), *resumable],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
     while not (killed / "checkpoints" / "1").is_dir() and proc.poll() is None and time.time() < deadline:

@@ -326,7 +326,7 @@ def test_sft_batches_shuffle_over_the_configured_buffer(setup, tmp_path):
     """`shuffle_buffer_size` reaches the SFT stream: a buffer of one keeps the order of seqio's
     unshuffled dataset, a buffer holding every example does not. Last in this file: it re-registers
     the SFT tasks."""
-    from swe_rl_jax.policy import ModelSource
+    from swe_rl_jax.model_source import ModelSource
     from swe_rl_jax.sft.run import SFTConfig, SeqioBatches
 
     tok = setup["tok"]

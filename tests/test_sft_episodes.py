@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from swe_rl_jax.policy import ModelSource
+from swe_rl_jax.model_source import ModelSource
 from swe_rl_jax.sft.episodes import episode_sft_rows, sft_on_episodes
 from swe_rl_jax.train import OptimizerConfig
 

@@ -8,11 +8,11 @@ check on whatever device jax finds, as one JSON and one markdown report.
 1. correctness: tiny random Qwen2/Qwen3/Llama logits against `transformers` on the same device
    (float32, bfloat16); every attention implementation of the backend against `dense` in the
    decoder (forward, gradient; no mask, left padding, packed segments); greedy tokens against
-   transformers' (tools/accelerator_correctness.py, tolerances justified there).
+   transformers' (tools/checks/accelerator_correctness.py, tolerances justified there).
 2. speed: the SFT step and the GRPO update at 0.5B parameters and 2k-4k tokens a row (tokens/s,
    MFU against the chip's bf16 peak, compile time, compilations over 10 steps: must be 0 after
    the first); the sampler's decode tokens/s with continuous batching at 64-128 slots, and a
-   second identical call compiling nothing (tools/accelerator_speed.py).
+   second identical call compiling nothing (tools/checks/accelerator_speed.py).
 3. memory: the device's measured peak of those two programs against `plan-memory`'s prediction
    for the same program and shapes.
 4. learning: the edit stage (`configs/resolve_demo.yaml`) at `--budget-factor` times its CPU
@@ -44,7 +44,7 @@ from typing import Any, Callable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "checks"))  # its parts
 
 from accelerator_common import Part, Profile, profile_for, progress  # noqa: E402
 
@@ -158,7 +158,7 @@ _CHILD = ("import json, sys; sys.path.insert(0, sys.argv[1]); import accelerator
 
 
 class TrainPrograms:
-    """The train programs' runs (tools/accelerator_speed.py), each in a process of its own on an
+    """The train programs' runs (tools/checks/accelerator_speed.py), each in a process of its own on an
     accelerator, one after another (the device's peak memory is then that program's, and no other
     work shares the device); on a CPU, which reports no device memory, both in one process that
     runs beside the correctness part."""
@@ -170,7 +170,7 @@ class TrainPrograms:
 
     def start(self, group: list[str]) -> None:
         progress(f"speed: train program {', '.join(group)} started (a process of its own)")
-        cmd = [sys.executable, "-c", _CHILD, str(Path(__file__).parent), ",".join(group), *self.args]
+        cmd = [sys.executable, "-c", _CHILD, str(Path(__file__).parent / "checks"), ",".join(group), *self.args]
         self.running.append((group, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                                      cwd=ROOT)))
 

@@ -58,7 +58,7 @@ class AgentConfig:
     # patch) and keep the verdict in the trajectory; `resolve` leaves it to `evaluate`.
     judge: bool = False
     judge_timeout_s: float = 600.0  # CPU seconds of the judge's test run (the work tree's install step: 3x)
-    # Where the sandboxes run (agent/environments.py): `local`, this host's `command_workers` threads; or
+    # Where the sandboxes run (agent/backends.py): `local`, this host's `command_workers` threads; or
     # `ray`, the nodes of the Ray cluster at `ray_address` ("auto": the one this host belongs to), one
     # worker per node running the same harness (set-ups, commands, diffs, verdicts) there. A worker or
     # node lost mid-episode costs a retry (the work tree made again elsewhere and the episode's commands

@@ -1,4 +1,4 @@
-"""An episode as token ids, never re-tokenized (issue 47; docs/AGENT.md, "Token-exact episodes").
+"""An episode as token ids, never re-tokenized (docs/AGENT.md, "Token-exact episodes").
 
 Re-rendering a multi-turn conversation through the chat template and tokenizing it again need not
 give the tokens the model sampled (a word split otherwise at a turn's edge, a special token the

@@ -23,7 +23,7 @@ from swe_rl_jax.checkpoints import load_hf, save_hf
 from swe_rl_jax.checkpoints.hf import EXPORT_FILES
 from swe_rl_jax.data.sources import InputError
 from swe_rl_jax.files import absolute, replacing_dir, result_dir
-from swe_rl_jax.policy import resolve_checkpoint
+from swe_rl_jax.model_source import resolve_checkpoint
 
 
 def main(argv: list[str]) -> int:

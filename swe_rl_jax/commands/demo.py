@@ -16,7 +16,7 @@ import numpy as np
 
 from swe_rl_jax.checkpoints import load_hf, save_hf
 from swe_rl_jax.commands.common import CONFIGS_DIR, parse_config_args
-from swe_rl_jax.policy import resolve_checkpoint
+from swe_rl_jax.model_source import resolve_checkpoint
 from swe_rl_jax.config import require
 from swe_rl_jax.models import ModelConfig, forward
 from swe_rl_jax.tokenizer import load_tokenizer

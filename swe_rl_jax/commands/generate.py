@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from swe_rl_jax.checkpoints import load_hf
-from swe_rl_jax.policy import ModelSource, check_model_files, resolve_checkpoint
+from swe_rl_jax.model_source import ModelSource, check_model_files, resolve_checkpoint
 from swe_rl_jax.parallel import parse_mesh
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.sampling.config import RolloutConfig, build_engine

@@ -37,7 +37,7 @@ def add_harness_arguments(p: argparse.ArgumentParser, defaults: HarnessOptions =
                    help="must-fail sentinel tests per pytest run at most (%(default)s; more: a smaller chance that a "
                         "forger goes unnoticed, ~8 ms each; docs/HARNESS.md)")
     g.add_argument("--hash-seed", type=int, default=defaults.hash_seed, metavar="N",
-                   help="the tests' PYTHONHASHSEED (%(default)s; tools/validate_seeds.py varies it)")
+                   help="the tests' PYTHONHASHSEED (%(default)s; tools/checks/validate_seeds.py varies it)")
     g.add_argument("--images", metavar="DIR", default="",
                    help="run each instance in its dataset's container image from DIR (an OCI layout that skopeo "
                         "copied images into, or per-image OCI layouts, OCI archives, docker save archives; "

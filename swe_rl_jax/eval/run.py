@@ -20,7 +20,7 @@ from swe_rl_jax.data.records import SPLITS, TaskRecord, read_split_records, reco
 from swe_rl_jax.eval.metrics import outcomes_to_json, table
 from swe_rl_jax.parallel import MeshConfig
 from swe_rl_jax.policies.http import HttpPolicyConfig
-from swe_rl_jax.policy import ModelSource
+from swe_rl_jax.model_source import ModelSource
 from swe_rl_jax.rewards import check_reward_names
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.subtasks import SUBTASKS
@@ -70,7 +70,7 @@ def load_eval_records(config: EvalConfig) -> list[TaskRecord]:
 
 def _policy_result(config: EvalConfig, records: list[TaskRecord]) -> Any:
     """Answers from the configured endpoint or recorded answers, scored (a missing answer is "")."""
-    from swe_rl_jax.eval.subtasks import score_answers
+    from swe_rl_jax.eval.on_records import score_answers
     from swe_rl_jax.policies import PolicyRequest, check_any_answered, derive_seed
     from swe_rl_jax.policies.config import PolicyConfig, make_policy
 
@@ -87,9 +87,9 @@ def _policy_result(config: EvalConfig, records: list[TaskRecord]) -> Any:
 
 def run_eval(config: EvalConfig) -> dict[str, Any]:
     """Generates, scores, prints the table and writes `out_dir/eval.json`; returns its content."""
-    from swe_rl_jax.eval.subtasks import evaluate
+    from swe_rl_jax.eval.on_records import evaluate
     from swe_rl_jax.parallel import get_rules, make_mesh
-    from swe_rl_jax.policy import load_policy, sampling_config
+    from swe_rl_jax.model_source import load_policy, sampling_config
 
     records = load_eval_records(config)
     start = time.perf_counter()

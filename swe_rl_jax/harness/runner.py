@@ -108,7 +108,7 @@ INSTALL_TIME_FACTOR = 3.0  # an install step's CPU seconds and wall clock, in un
 LIMIT_ERRORS = {"cpu": "timeout", "wall": "timeout", "memory": "memory_limit", "disk": "disk_limit",
                 "processes": "process_limit"}
 # Every run's PYTHONHASHSEED: a verdict is the patch's, never the run's (docs/HARNESS.md, "Verdicts
-# that do not hang on a seed"); tools/validate_seeds.py varies it to find the tests that depend on it.
+# that do not hang on a seed"); tools/checks/validate_seeds.py varies it to find the tests that depend on it.
 HASH_SEED = 0
 # What a run's code runs in: a cached environment of the host, or an image (harness/images.py) whose
 # file system is the run's root.

@@ -5,7 +5,7 @@ Every run sets PYTHONHASHSEED to one value (runner.HASH_SEED), so nothing that d
 order of a set or dict of strings changes from run to run; what still can (a test runner that
 seeds its own random numbers, sympy's `bin/test`; timing; a test that is seed-sensitive and is
 judged under another seed elsewhere) is found by validation: the gold patch run under several hash
-seeds and repeats (tools/validate_seeds.py, as SWE-rebench validates its tasks by repeated runs).
+seeds and repeats (tools/checks/validate_seeds.py, as SWE-rebench validates its tasks by repeated runs).
 A test whose outcome (pass, fail, skip: `outcome`) differs between those runs is *unstable*; the
 validated instance file (`validated_row`) moves it out of FAIL_TO_PASS and PASS_TO_PASS into
 `unstable_tests`, so no verdict counts it, in pip-spec mode and in images alike, and a reward never

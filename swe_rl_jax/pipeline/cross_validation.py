@@ -3,7 +3,7 @@ one once, every fold with the same config, and the folds' tables side by side wi
 
 A fold is one `main` run with `held_out_repo=<repository>` in `<out>/<owner>__<name>/` (its own
 process, so no fold inherits another's memory); `cross_validation_table` reads the folds'
-`results.json` back. The tool is `tools/cross_validate.py`; docs/RESULTS.md has the measured table.
+`results.json` back. The tool is `tools/research/cross_validate.py`; docs/RESULTS.md has the measured table.
 """
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ from swe_rl_jax.eval.stats import paired_difference, wilson_interval
 from swe_rl_jax.pipeline.resolution import (SPECS, ResolutionConfig, disabled_row, held_out_instance_ids, judge_edits,
                                             resolution_row, resolve_and_evaluate, write_sample_instances)
 from swe_rl_jax.rewards.execution import EXECUTION_REWARDS, ExecutionConfig
-from swe_rl_jax.policy import ModelSource, source_lora
+from swe_rl_jax.model_source import ModelSource, source_lora
 from swe_rl_jax.rl.run import RLConfig, run_rl
 from swe_rl_jax.sft.ground_truth import ground_truth_examples
 from swe_rl_jax.sft.rejection import RejectionConfig, write_sft_rows

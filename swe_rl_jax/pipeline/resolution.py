@@ -22,7 +22,7 @@ from swe_rl_jax.data.sample import SAMPLE_DIR
 from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.eval.edit_resolution import resolution_report
 from swe_rl_jax.harness import HarnessOptions, Limits, evaluate_predictions, load_predictions, load_specs, write_report
-from swe_rl_jax.policy import ModelSource
+from swe_rl_jax.model_source import ModelSource
 from swe_rl_jax.resolve.config import ResolveConfig
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.run import run_resolve

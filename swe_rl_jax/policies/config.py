@@ -9,7 +9,7 @@ from swe_rl_jax.parallel import MeshConfig
 from swe_rl_jax.policies.base import Policy
 from swe_rl_jax.policies.http import HttpPolicy, HttpPolicyConfig
 from swe_rl_jax.policies.recorded import RecordedPolicy
-from swe_rl_jax.policy import ModelSource
+from swe_rl_jax.model_source import ModelSource
 from swe_rl_jax.sampling.config import RolloutConfig
 
 
@@ -38,7 +38,7 @@ def make_policy(config: PolicyConfig, rollout: RolloutConfig = RolloutConfig(), 
         return HttpPolicy(config.http)
     from swe_rl_jax.parallel import make_mesh
     from swe_rl_jax.policies.sampler import SamplerPolicy
-    from swe_rl_jax.policy import load_policy, sampling_config
+    from swe_rl_jax.model_source import load_policy, sampling_config
     from swe_rl_jax.sampling.config import build_engine
 
     engine = build_engine(rollout, make_mesh(mesh))

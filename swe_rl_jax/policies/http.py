@@ -110,7 +110,7 @@ class HttpPolicy:
         api_key(config.api_key_env)  # a malformed key fails now, before any work
         self.tokenizer = None
         if config.tokenizer:
-            from swe_rl_jax.policy import resolve_checkpoint
+            from swe_rl_jax.model_source import resolve_checkpoint
             from swe_rl_jax.tokenizer import load_tokenizer
 
             self.tokenizer = load_tokenizer(resolve_checkpoint(config.tokenizer))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from swe_rl_jax.agent.driver import EpisodeJob, run_episodes
-from swe_rl_jax.agent.environments import open_environments
+from swe_rl_jax.agent.backends import open_environments
 from swe_rl_jax.agent.episode import Episode
 from swe_rl_jax.data.sources import Instance, RepoLocator
 from swe_rl_jax.harness.evaluation import harness_places

@@ -11,7 +11,7 @@ from swe_rl_jax.config import require
 from swe_rl_jax.parallel import MeshConfig
 from swe_rl_jax.policies.config import PolicyConfig
 from swe_rl_jax.policies.http import HttpPolicyConfig
-from swe_rl_jax.policy import ModelSource
+from swe_rl_jax.model_source import ModelSource
 from swe_rl_jax.resolve.driver import StageSampling
 from swe_rl_jax.resolve.options import AgentlessOptions
 from swe_rl_jax.resolve.selection import RuleName

@@ -1,7 +1,7 @@
 """The batched driver of `resolve`: instances in chunks, each stage's questions of a chunk asked
 in one `Policy.generate` call (docs/EVAL.md).
 
-Every instance of a chunk runs its stages (resolve/pipeline.py) up to its next question; the
+Every instance of a chunk runs its stages (resolve/stages.py) up to its next question; the
 questions of all of them (whatever stage each has reached; an instance that fell back simply has
 none in that stage) go to the policy together, the answers go back, and so on until the chunk is
 done; then its rows are written in input order. The continuous-batching sampler thus sees a
@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional, Sequence
 from swe_rl_jax.data.sources import GitError, Instance, Snapshot
 from swe_rl_jax.policies import Policy, PolicyRequest, PolicyResponse, check_any_answered, derive_seed
 from swe_rl_jax.resolve.options import AgentlessOptions
-from swe_rl_jax.resolve.pipeline import resolve_steps
+from swe_rl_jax.resolve.stages import resolve_steps
 from swe_rl_jax.resolve.steps import Ask, Question, Resolution, Steps
 from swe_rl_jax.sampling import SamplingParams
 

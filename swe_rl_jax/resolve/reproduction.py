@@ -10,7 +10,7 @@ A script's run has one outcome:
 A script is kept only when its run at the base commit is "reproduced"; on a candidate it passes only
 when that run is "resolved".
 
-The policy's half (asked by the pipeline, resolve/pipeline.py): `reproduce` asks the reproduction
+The policy's half (asked by its stage, resolve/stages.py): `reproduce` asks the reproduction
 prompt (`prompts.reproduction_test`) `agentless.reproduction_samples` times, and `extract_script`
 takes each answer's script (the last ```python block after `</think>`).
 """

@@ -1,4 +1,4 @@
-"""GRPO over agent episodes (issue 47, in part; docs/AGENT.md, "Episodes for RL").
+"""GRPO over agent episodes (docs/AGENT.md, "Episodes for RL").
 
 `AgentGRPOTrainer.rollouts` runs G episodes per instance in the sandbox (agent/driver.py) with the
 in-process sampler on the current weights, token-exact (agent/tokens.py), each judged by the

@@ -38,7 +38,7 @@ import jax
 from tqdm import tqdm
 
 from swe_rl_jax.agent.config import AgentConfig
-from swe_rl_jax.agent.environments import open_environments
+from swe_rl_jax.agent.backends import open_environments
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, check_field_map, load_instances
@@ -49,7 +49,7 @@ from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.distributed import (DistributedConfig, any_process, barrier, gather_objects, initialize,
                                              multi_process)
 from swe_rl_jax.policies import Policy, derive_seed
-from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config
+from swe_rl_jax.model_source import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config
 from swe_rl_jax.rl.agent_grpo import AgentGRPOTrainer, EpisodeGroups
 from swe_rl_jax.rl.rollouts_ahead import RolloutsAhead
 from swe_rl_jax.rl.config import GRPOConfig
@@ -171,7 +171,7 @@ class AgentRLConfig:
 
 def heldout_seed(heldout: AgentHeldoutConfig) -> int:
     """The seed of every held-out evaluation: the same episode keys each time, so what changes
-    between evaluations is the weights (tools/agent_learning_check.py's baselines use it too)."""
+    between evaluations is the weights (tools/checks/agent_learning_check.py's baselines use it too)."""
     return derive_seed("agent-heldout", heldout.seed)
 
 

@@ -1,4 +1,4 @@
-"""Agent episodes as GRPO's training rows (issue 47, in part; docs/AGENT.md, "Episodes for RL").
+"""Agent episodes as GRPO's training rows (docs/AGENT.md, "Episodes for RL").
 
 An episode kept as tokens (agent/tokens.py) is one row: its ids, the loss on the positions that
 predict a sampled token, the sampler's log-probs there; the same `RolloutBatch` the single-turn
@@ -62,7 +62,7 @@ def episode_metrics(groups: Sequence[Sequence[Mapping[str, Any]]], prefix: str =
 
 
 # The harness's failure, not the agent's: a work tree lost mid-episode (a Ray worker or node lost past its
-# retries, agent/ray_environments.py) says nothing of the policy, whether or not filtering is on.
+# retries, agent/ray_backend.py) says nothing of the policy, whether or not filtering is on.
 NOT_THE_AGENTS = frozenset({"setup_error"})
 
 

@@ -25,7 +25,7 @@ from swe_rl_jax.data.records import SPLITS, SubtaskCounts, TaskRecord, read_spli
 from swe_rl_jax.models import ModelConfig, lora
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.distributed import DistributedConfig, any_process, initialize
-from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config, tokenizer_source
+from swe_rl_jax.model_source import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config, tokenizer_source
 from swe_rl_jax.rewards import DEFAULT_TIME_LIMIT_S, RewardPool, check_reward_names, score_batch
 from swe_rl_jax.rewards.execution import EXECUTION_REWARDS, ExecutionConfig, prepare_execution
 from swe_rl_jax.rl.config import GRPOConfig, PPOConfig
@@ -157,7 +157,7 @@ def heldout_evaluator(config: RLConfig, model_config: Any, tokenizer: Any, sampl
                       reward_meta: Optional[Mapping[str, Any]] = None) -> Optional[Callable[[Any], dict]]:
     """params -> {"heldout/<metric>": value} over the held-out records (None when disabled or
     when the split has no records of the run's subtasks)."""
-    from swe_rl_jax.eval.subtasks import evaluate
+    from swe_rl_jax.eval.on_records import evaluate
 
     if not config.heldout.every:
         return None

@@ -425,7 +425,7 @@ class Engine:
     def lower(self, config: ModelConfig, params: Params, prompts_token_ids: Sequence[Sequence[int]],
               sampling_params: SamplingParams) -> jax.stages.Lowered:
         """The static program `generate` runs for these arguments, lowered (for inspection: e.g.
-        `.compile().as_text()` names the ops of a profile, see tools/profile_decode.py)."""
+        `.compile().as_text()` names the ops of a profile, see tools/bench/profile_decode.py)."""
         sp = sampling_params
         requests = [Request(p, sp, None) for p in prompts_token_ids for _ in range(sp.n)]
         options, inputs = self._static_inputs(config, params, requests, request_keys(0, len(requests)))

@@ -1,5 +1,5 @@
 """Prompt KV kept across engine calls, so a prompt that extends an earlier one prefills only its new
-tokens (issue 47; docs/SAMPLING.md, "Prefix cache").
+tokens (docs/SAMPLING.md, "Prefix cache").
 
 A token-exact agent episode (agent/tokens.py) asks turn k+1 with turn k's prompt + its sampled ids
 + the observation's ids. Re-prefilling every prompt whole costs the sum of an episode's contexts

@@ -19,7 +19,7 @@ import numpy as np
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.distributed import global_batch
 from swe_rl_jax.parallel.rules import MeshSharding
-from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy
+from swe_rl_jax.model_source import ModelSource, export_policy, jnp_dtype, load_policy
 from swe_rl_jax.rl.rollout import bucket_length
 from swe_rl_jax.train import OptimizerConfig, create_train_state, learning_rate_schedule, make_optimizer
 from swe_rl_jax.train.losses import make_sft_loss

@@ -8,7 +8,7 @@ each with the least unchanged context that makes its SEARCH text occur exactly o
 first-occurrence semantics). Neither has reasoning: a small model learns the format and the
 choice from short targets, and a target of a few tokens costs little in a CPU budget. The
 `swe_rl` subtask is left out: its format requires reasoning, which the ground truth does not
-have. The same rendering serves the shipped teacher file (`tools/make_teacher_responses.py`),
+have. The same rendering serves the shipped teacher file (`tools/prepare/make_teacher_responses.py`),
 which adds reasoning and wrong answers around it.
 """
 from __future__ import annotations

@@ -24,7 +24,7 @@ from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
 from swe_rl_jax.parallel.distributed import DistributedConfig, barrier, global_batch, initialize, local_rows
 from swe_rl_jax.parallel.placement import replica_on_host
 from swe_rl_jax.parallel.rules import MeshSharding
-from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config, tokenizer_source
+from swe_rl_jax.model_source import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config, tokenizer_source
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.subtasks import SUBTASKS
 from swe_rl_jax.train import (Checkpointer, LoopConfig, MetricsWriter, OptimizerConfig, abstract_train_state,
@@ -256,7 +256,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
 
 
 def evaluate_split(model_config, params, tokenizer, config: SFTConfig, split: str) -> dict[str, Any]:
-    from swe_rl_jax.eval.subtasks import evaluate
+    from swe_rl_jax.eval.on_records import evaluate
 
     subtasks = [s for s in SUBTASKS if not config.subtasks or s in config.subtasks]
     records = read_split_records(config.records_dir, split, subtasks, config.eval_examples)
