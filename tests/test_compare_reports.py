@@ -1,4 +1,4 @@
-"""tools/compare_reports.py: two evaluate reports compared id by id, counts checked by hand."""
+"""tools/checks/compare_reports.py: two evaluate reports compared id by id, counts checked by hand."""
 import json
 import subprocess
 import sys
@@ -18,7 +18,7 @@ def _record(iid: str, status: str, statuses: dict, error=None) -> dict:
 
 
 def _compare(before: Path, after: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "compare_reports.py"), str(before), str(after)],
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "checks" / "compare_reports.py"), str(before), str(after)],
                           capture_output=True, text=True, cwd=ROOT)
 
 

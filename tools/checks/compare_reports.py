@@ -2,7 +2,7 @@
 repositories with the guard"): for checking that a change of the harness changes no verdict and no
 test's status on real repositories.
 
-    python tools/compare_reports.py BEFORE/report.json AFTER/report.json
+    python tools/checks/compare_reports.py BEFORE/report.json AFTER/report.json
 
 One line per instance of AFTER: its resolution, error, `guarded`, reset files and seconds in both
 reports, how many test ids both name, how many of those have the same status, and the first that
