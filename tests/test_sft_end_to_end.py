@@ -3,6 +3,7 @@ import json
 
 import numpy as np
 
+from progress_bars import bars
 from swe_rl_jax.cli import main as cli
 
 
@@ -27,6 +28,8 @@ def test_build_sample_filter_sft_export(tmp_path, tiny_llama, capsys):
               "batch_size=2", "shuffle_buffer_size=16", "num_steps=5", "schedule_steps=8", "optimizer.lr=1e-2", "optimizer.warmup_steps=0",
               "eval_examples=1", "eval_max_new_tokens=8", "save_every=2", "progress=false"])
     assert rc == 0
+    # progress=false: no bar at all, neither ours nor those of TFDS building the SFT datasets.
+    assert not bars(capsys.readouterr().err)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 5 and summary["stop_reason"] == "done"
     assert summary["train_loss_last"] < summary["train_loss_first"] - 0.5  # it learns

@@ -126,7 +126,8 @@ class SeqioBatches:
 
         def register(build: bool) -> Any:
             return st.register_tasks(None, tokenizer, sft_dir=config.sft_dir, data_dir=str(Path(config.out_dir) / "tfds"),
-                                     sft_subtasks=subtasks, shuffle_buffer_size=config.shuffle_buffer_size, build=build)
+                                     sft_subtasks=subtasks, shuffle_buffer_size=config.shuffle_buffer_size, build=build,
+                                     progress=config.progress)
 
         # One host builds the TFDS datasets; the others wait for it, then only read them.
         first = jax.process_index() == 0
