@@ -54,7 +54,12 @@ TEST_REQUIRES = [
     "fastapi==0.165.0",
     "uvicorn==0.54.0",
     "openai==3.57.0",
+    # The Ray backend's tests (tests/test_agent_ray.py): a cluster of several nodes on this machine.
+    "ray==2.60.0",
 ]
+
+# agent.environments: ray (agent/ray_environments.py): the agent's sandboxes on a Ray cluster's nodes.
+RAY_REQUIRES = ["ray==2.60.0"]
 
 setup(
     name="swe_rl_jax",
@@ -63,6 +68,6 @@ setup(
     packages=find_packages(include=["swe_rl_jax", "swe_rl_jax.*"]),
     python_requires=">=3.11",
     install_requires=INSTALL_REQUIRES,
-    extras_require={"test": TEST_REQUIRES},
+    extras_require={"test": TEST_REQUIRES, "ray": RAY_REQUIRES},
     entry_points={"console_scripts": ["swe-rl-jax=swe_rl_jax.cli:main"]},
 )

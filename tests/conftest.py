@@ -58,11 +58,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 # order (--no-loadscope-reorder; xdist's default sorts by test count, which put these few-test
 # files last and left one worker idle through the last of them). Seconds of one quiet run,
 # 2026-11-29 (test_smollm2.py now holds the SmolLM2 greedy rollouts); a file not named keeps its place after these.
-COSTLIEST_FILES = ("test_main_job.py", "test_parallel_multihost.py", "test_resolve_served.py", "test_rl_packing.py",
-                   "test_smollm2.py", "test_models_attention.py", "test_rl_ppo.py", "test_main_job_edit_stage.py",
+# test_harness_images.py and test_agent_hostile.py (both in two modes since issue 58) placed by their
+# time on a loaded machine, 2026-12-07.
+COSTLIEST_FILES = ("test_agent_multihost.py", "test_main_job.py", "test_parallel_multihost.py",
+                   "test_resolve_served.py", "test_rl_packing.py", "test_smollm2.py", "test_models_attention.py", "test_rl_ppo.py", "test_main_job_edit_stage.py",
                    "test_train_losses.py", "test_train_step.py", "test_sft_end_to_end.py", "test_lora_peft.py",
-                   "test_sampling_sharded.py", "test_accelerator_check.py", "test_harness_escape.py", "test_plan_tpu.py", "test_rl_sharded.py",
-                   "test_parallel_sharding.py", "test_train_checkpointing.py", "test_rl_run.py", "test_sampling_parity.py")
+                   "test_sampling_sharded.py", "test_accelerator_check.py", "test_harness_images.py",
+                   "test_harness_escape.py", "test_agent_hostile.py", "test_plan_tpu.py", "test_rl_sharded.py",
+                   "test_parallel_sharding.py", "test_train_checkpointing.py", "test_rl_run.py", "test_sampling_parity.py",
+                   "test_rl_agent_run.py", "test_agent_ray.py")
 
 
 def pytest_configure(config):
@@ -137,3 +141,19 @@ def unguarded(*args, **kwargs):
     """A stand-in for harness.runner.start_guard in counterfactuals: the test run without the
     in-process guard (harness/guard.py), to show what another defence catches on its own."""
     yield None
+# Image mode's tests (tests/test_harness_images.py and the attack files' image runs): the sample's
+# images, built from this host's files by tools/make_images.py once per machine and content
+# (~/.cache/swe_rl_jax/test-images/<key>/), and unpacked into a cache beside them that later sessions reuse.
+@pytest.fixture(scope="session")
+def sample_images():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from make_images import sample_images as build
+
+    return build()
+
+
+@pytest.fixture(scope="session")
+def image_options(sample_images):
+    from swe_rl_jax.harness.images import ImageOptions
+
+    return ImageOptions(dir=str(sample_images / "images"), cache=str(sample_images / "cache"))

@@ -86,15 +86,20 @@ def _memory_over_processes(children=16, mb=64, hold=2.0):
 
 
 def _disk(directory, total_mb=8192, file_mb=100):
-    """MB of disk fallocate handed out, in files under the file-size limit, until it says no."""
+    """MB of disk fallocate handed out, in files under the file-size limit, until it says no to a MB:
+    a refused file is tried again at half the size, to the brim."""
     _os.makedirs(directory, exist_ok=True)
-    done = 0
+    done, n = 0, 0
     while done < total_mb:
-        fd = _os.open(_os.path.join(directory, "fill%d" % done), _os.O_CREAT | _os.O_WRONLY, 0o644)
+        fd = _os.open(_os.path.join(directory, "fill%d" % n), _os.O_CREAT | _os.O_WRONLY, 0o644)
+        n += 1
         try:
             _os.posix_fallocate(fd, 0, file_mb << 20)
         except OSError:
-            break
+            if file_mb == 1:
+                break
+            file_mb //= 2
+            continue
         finally:
             _os.close(fd)
         done += file_mb

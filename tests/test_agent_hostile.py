@@ -25,6 +25,8 @@ Classes (1-7: each an episode of many commands, all in two `run_episodes` calls)
    judge's checkout holding the hidden test patch, a run started during a long command. Each fails
    in namespaces mode, which agents therefore refuse (tests/test_agent_isolation.py).
 
+Classes 1-7 run twice: by the local backend, and through the Ray backend (agent/ray_environments.py) on
+a cluster of two nodes started on this machine, whose workers run the sandboxes and the judge.
 In classes 1-7: nothing resolved (the judge's verdict, or no patch); the limit or refusal is in an
 observation; every command within its limits; and after both runs the host as it was (clones,
 environment cache, sample files, marker directories, no process of an episode's sandbox user
@@ -46,6 +48,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,15 +59,20 @@ from swe_rl_jax.agent.config import AgentConfig
 from swe_rl_jax.agent.judge import make_judge
 from swe_rl_jax.agent.driver import EpisodeJob, run_episodes
 from swe_rl_jax.agent.environment import AgentEnvironment
+from swe_rl_jax.agent.environments import open_environments
 from swe_rl_jax.agent.episode import task_id
 from swe_rl_jax.data.sample import SAMPLE_DIR, run_isolated_git
 from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.harness import EnvironmentOptions, ensure_environment, isolation_mode, load_specs, spec_for
 from swe_rl_jax.harness.checkout import history_store
 from swe_rl_jax.harness.defaults import resolve_spec
+from swe_rl_jax.harness.images import ImageOptions, instance_image, swebench_image_name
 from swe_rl_jax.harness.treestate import snapshot
 from swe_rl_jax.policies import PolicyResponse
 from test_harness_attacks import FORCE_PASS, REGISTER_IN_MEMORY
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from ray_cluster import local_cluster  # noqa: E402
 
 if isolation_mode("auto") != "bwrap":
     pytest.skip("the hostile agent is tested in bubblewrap, which does not run here (root and "
@@ -354,8 +362,17 @@ def _process_script(w) -> list[tuple[str, str]]:
 
 
 # ------------------------------------------------------------------------------------ the runs
-@pytest.fixture(scope="module")
-def world(repos, open_dir, tmp_path_factory):
+@pytest.fixture(scope="module", params=["host", "image"])
+def world(request, repos, open_dir, tmp_path_factory):
+    """The hostile agent's world, once on the host's environments and once (image mode, docs/HARNESS.md
+    "Images") with every episode and judge in its instance's SWE-bench-style image (the mined instance
+    in its repository's image); then the image cache is watched with the host."""
+    images = ImageOptions()
+    if request.param == "image":
+        from test_harness_images import needs_images
+
+        needs_images()
+        images = request.getfixturevalue("image_options")
     root = tmp_path_factory.mktemp("hostile")
     history_clone = root / "history-repos" / "brightloop__taskq"
     shutil.copytree(repos / "brightloop__taskq", history_clone, symlinks=True)
@@ -370,6 +387,8 @@ def world(repos, open_dir, tmp_path_factory):
     env_options = EnvironmentOptions(cache_dir=str(env_cache))
     specs = {**SPECS, HISTORY_REPO: SPECS["brightloop/taskq"]}
     locator = RepoLocator(repos, {HISTORY_REPO: history_clone})
+    if images.enabled:
+        mined = dataclasses.replace(mined, image=swebench_image_name("brightloop__taskq-33"))
     instances = {**INSTANCES, mined.instance_id: mined}
     # Every environment and history store the episodes use, built before the host's snapshot; and a
     # store of the clone's last commit (it holds the fix) beside the mined instance's.
@@ -398,12 +417,15 @@ def world(repos, open_dir, tmp_path_factory):
     abstract.listen(8)
     abstract.setblocking(False)
     watched = [repos, root / "history-repos", env_cache, SAMPLE_DIR, marker_dir, secret, "/etc/passwd"]
+    if images.enabled:  # every image the episodes use, unpacked before the host's snapshot (each image
+        # alone: the cache is shared with the other test workers, which may unpack images meanwhile)
+        watched += sorted({instance_image(inst, images, Path(images.cache)).bundle for inst in instances.values()})
     w = dict(root=root, repos=repos, history_clone=history_clone, mined=mined, instances=instances, specs=specs,
              locator=locator, env_options=env_options, env_cache=env_cache, store=store, head_store=head_store,
              marker_dir=marker_dir, secret=secret, canary=canary, tcp=tcp, udp=udp, abstract=abstract,
              abstract_name=abstract_name, sample_dir=SAMPLE_DIR, project=Path(__file__).resolve().parents[1],
-             work_dir=open_dir / "hostile-work", watched=watched, before=_host_state(watched))
-    w["work_dir"].mkdir()
+             work_dir=Path(tempfile.mkdtemp(prefix=f"hostile-work-{request.param}-", dir=open_dir)), watched=watched, before=_host_state(watched),
+             images=images)
     w["work_dir"].chmod(0o755)
     yield w
     canary.kill()
@@ -415,14 +437,17 @@ def world(repos, open_dir, tmp_path_factory):
 
 def _judge(w):
     """The judge `resolve --scaffold agent` and RL use (agent/judge.py), with the tests' 60 CPU s."""
-    return make_judge(AgentConfig(isolation="bwrap", judge_timeout_s=60), w["locator"], w["specs"],
+    return make_judge(AgentConfig(isolation="bwrap", judge_timeout_s=60, images=w["images"]), w["locator"], w["specs"],
                       w["env_options"], w["work_dir"])
 
 
-def _run(w, episodes: dict, limits: dict, in_flight: int):
+def _run(w, episodes: dict, limits: dict, in_flight: int, ray_address: str = ""):
     """episodes: name -> (instance, [(command name, command or raw answer)]). Each episode's first
-    command is `id -u` (its sandbox user). Returns name -> (Episode, {command name: observation})."""
-    config = AgentConfig(**limits, episodes_in_flight=in_flight, command_workers=6, isolation="bwrap")
+    command is `id -u` (its sandbox user). Returns name -> (Episode, {command name: observation}).
+    `ray_address`: the sandboxes and the judge on that Ray cluster's nodes (agent/ray_environments.py)."""
+    config = AgentConfig(**limits, episodes_in_flight=in_flight, command_workers=6, isolation="bwrap",
+                         judge_timeout_s=60, environments="ray" if ray_address else "local", ray_address=ray_address,
+                         images=w["images"])
     jobs, scripts, names = [], {}, []
     for sample, (name, (inst, steps)) in enumerate(episodes.items()):
         steps = [("uid", "id -u"), *steps] if not name.startswith("format") else steps
@@ -431,9 +456,16 @@ def _run(w, episodes: dict, limits: dict, in_flight: int):
                                                       for _, c in steps]
         names.append((name, [n for n, _ in steps]))
     start = time.perf_counter()
-    done = run_episodes(jobs, Scripted(scripts), config,
-                        lambda: AgentEnvironment(config, w["locator"], w["specs"], w["env_options"], w["work_dir"]),
-                        judge=_judge(w))
+    if ray_address:
+        backend = open_environments(config, w["locator"], w["specs"], w["env_options"], w["work_dir"])
+        try:
+            done = run_episodes(jobs, Scripted(scripts), config, backend.make_env, judge=backend.judge)
+        finally:
+            backend.close()
+    else:
+        done = run_episodes(jobs, Scripted(scripts), config,
+                            lambda: AgentEnvironment(config, w["locator"], w["specs"], w["env_options"], w["work_dir"]),
+                            judge=_judge(w))
     seconds = time.perf_counter() - start
     out = {}
     for (name, step_names), ep in zip(names, done):
@@ -442,8 +474,18 @@ def _run(w, episodes: dict, limits: dict, in_flight: int):
     return out, config, seconds
 
 
-@pytest.fixture(scope="module")
-def runs(world):
+@pytest.fixture(scope="module", params=["local", "ray"])
+def runs(request, world):
+    """Classes 1-7, run by the local backend, then again through the Ray backend on a cluster of two
+    nodes started on this machine (tools/ray_cluster.py): the same assertions hold for both."""
+    if request.param == "local":
+        yield _hostile_runs(world, "")
+        return
+    with local_cluster(nodes=2) as cluster:
+        yield _hostile_runs(world, cluster.address)
+
+
+def _hostile_runs(world, ray_address: str) -> dict:
     w = world
     inst = w["instances"]
     saved = os.environ.get("SWE_HOSTILE_SECRET")
@@ -474,7 +516,7 @@ def runs(world):
             "resources": (inst["brightloop__taskq-41"], _resource_script()),
             "processes": (inst["brightloop__taskq-30"], _process_script(w)),
         }
-        main_out, main_config, main_seconds = _run(w, main, MAIN, in_flight=len(main))
+        main_out, main_config, main_seconds = _run(w, main, MAIN, in_flight=len(main), ray_address=ray_address)
         budget = {
             "budget": (inst["quillsoft__configlet-21"], [("loop1", "while :; do :; done"),
                                                          ("loop2", "while :; do :; done"),
@@ -486,7 +528,8 @@ def runs(world):
                 ("unclosed", "RAW:THOUGHT: x\n\n```mswea_bash_command\nls\n"),
                 ("never", "ls")]),
         }
-        budget_out, budget_config, budget_seconds = _run(w, budget, BUDGET, in_flight=len(budget))
+        budget_out, budget_config, budget_seconds = _run(w, budget, BUDGET, in_flight=len(budget),
+                                                         ray_address=ray_address)
     finally:
         if saved is None:
             os.environ.pop("SWE_HOSTILE_SECRET", None)
@@ -744,10 +787,11 @@ HOLD_JUDGE = ("\nimport os as _os, time as _time\nopen('judge-held', 'w').close(
 def beside(world, open_dir):
     """quillsoft__configlet-12 (its environment and history store are the world's) and a work directory
     that holds only these runs."""
-    work = open_dir / "beside-work"
+    work = open_dir / f"beside-work-{'image' if world['images'].enabled else 'host'}"
     work.mkdir()
     work.chmod(0o755)
-    return dict(instance=INSTANCES["quillsoft__configlet-12"], work_dir=work)
+    return dict(instance=INSTANCES["quillsoft__configlet-12"], work_dir=work,
+                config=dataclasses.replace(BESIDE, images=world["images"]))
 
 
 @pytest.fixture
@@ -756,7 +800,8 @@ def episodes(world, beside):
     opened = []
 
     def open_episode() -> AgentEnvironment:
-        env = AgentEnvironment(BESIDE, world["locator"], world["specs"], world["env_options"], beside["work_dir"])
+        env = AgentEnvironment(beside["config"], world["locator"], world["specs"], world["env_options"],
+                               beside["work_dir"])
         opened.append(env)
         env.reset(beside["instance"])
         return env
@@ -769,7 +814,7 @@ def episodes(world, beside):
 
 def _sh(env: AgentEnvironment, command: str) -> str:
     """The command's whole output (an observation elides the middle of a long one)."""
-    return env.workspace.run(command, BESIDE.command_limits()).output
+    return env.workspace.run(command, env.config.command_limits()).output
 
 
 def _wait_for(found, what: str, timeout_s: float = 30.0):
@@ -822,7 +867,7 @@ def test_a_judges_checkout_in_flight_is_out_of_reach(episodes, world, beside):
     token = "test_to_duration_compound"  # in the hidden test patch only (the runs fixture checks it)
     a, b = episodes(), episodes()
     _sh(a, f"cat >> configlet/__init__.py <<'EOF'{HOLD_JUDGE}EOF")
-    judge = make_judge(BESIDE, world["locator"], world["specs"], world["env_options"], work)
+    judge = make_judge(beside["config"], world["locator"], world["specs"], world["env_options"], work)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         verdict = pool.submit(judge, inst, a.submission())
         held = _wait_for(lambda: [p.parent for p in work.glob("run-*/sandbox/worktree/judge-held")], "the judge's tests")
@@ -845,7 +890,11 @@ def test_a_judges_checkout_in_flight_is_out_of_reach(episodes, world, beside):
     # Every test_types.py in B's view (the system's own among them) without the new test; of the runs', B's only.
     copies = dict(line.rsplit(" ", 1) for line in out["copies"].splitlines())
     assert set(copies.values()) == {"0"}, out["copies"]
-    assert [p for p in copies if p.startswith(str(work))] == [str(b.workspace.worktree / "tests" / "test_types.py")]
+    own = b.workspace.worktree / "tests" / "test_types.py"
+    if world["images"].enabled:  # B sees its own tree at the image's repository path, and nothing under work
+        assert "/testbed/tests/test_types.py" in copies and not [p for p in copies if p.startswith(str(work))]
+    else:
+        assert [p for p in copies if p.startswith(str(work))] == [str(own)]
     assert out["by_path"].split() == ["absent"] * 3, out["by_path"]
     assert max(_sandbox_pids(out["proc"])) < 20, out["proc"]
     assert in_flight  # the judge's checkout was there throughout B's search

@@ -17,6 +17,7 @@ from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.harness import evaluate_predictions, load_specs
 from swe_rl_jax.harness.checkout import checkout
 from swe_rl_jax.harness.directives import test_directives
+from swe_rl_jax.harness.images import swebench_image_name
 from swe_rl_jax.harness.patching import apply_patch
 from swe_rl_jax.harness.runner import reset_test_infrastructure
 from swe_rl_jax.rewards import git_diff
@@ -152,12 +153,21 @@ def _attacks(repos) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def attacked(repos, options):
+@pytest.fixture(scope="module", params=["host", "image"])
+def attacked(request, repos, options):
+    """Every attack's record, on the host's environment and (image mode, docs/HARNESS.md "Images") in
+    the instance's SWE-bench-style image, whose own repository serves (no clone)."""
     attacks = _attacks(repos)
-    instances = [dataclasses.replace(INSTANCE, instance_id=f"attack-{name}") for name in attacks]
+    image = {}
+    if request.param == "image":
+        from test_harness_images import needs_images
+
+        needs_images()
+        options = dataclasses.replace(options, images=request.getfixturevalue("image_options"))
+        image = {"image": swebench_image_name(INSTANCE.instance_id)}
+    instances = [dataclasses.replace(INSTANCE, instance_id=f"attack-{name}", **image) for name in attacks]
     predictions = [{"instance_id": f"attack-{name}", "model_patch": patch} for name, patch in attacks.items()]
-    report = evaluate_predictions(predictions, instances, RepoLocator(repos), SPECS, options)
+    report = evaluate_predictions(predictions, instances, RepoLocator(None if image else repos), SPECS, options)
     return {r["instance_id"][len("attack-"):]: r for r in report["records"]}
 
 

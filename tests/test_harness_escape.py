@@ -84,6 +84,7 @@ from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos, run_isolated_g
 from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.harness import (Limits, ensure_environment, evaluate_predictions, isolation_mode, load_specs,
                                 run_script, spec_for)
+from swe_rl_jax.harness.images import instance_image, swebench_image_name
 from swe_rl_jax.rewards import git_diff
 from swe_rl_jax.synth.sample import SYNTH_INSTANCES, add_sample_synth_commits
 from test_harness_attacks import REGISTER_FORCED
@@ -109,6 +110,44 @@ SYNTH_ID = "quillsoft__configlet.synth.25b2e35d55"  # a bug in configlet/types.p
 SYNTH_SIBLINGS = ("quillsoft__configlet.synth.04a5f9355f", "quillsoft__configlet.synth.339ccbaf0d")
 PROJECT_CHECKOUT = Path(swe_rl_jax.__file__).resolve().parents[1]
 LIMITS = Limits(timeout_s=60)
+# Image mode (docs/HARNESS.md, "Images"): an instance that is no sample instance runs in the image of
+# its repository's first sample instance (the image's files where the base commit does not track them).
+REPO_IMAGES = {"quillsoft/configlet": "quillsoft__configlet-12", "tidewater/ledgerly": "tidewater__ledgerly-8",
+               "brightloop/taskq": "brightloop__taskq-30"}
+
+
+class Runtime:
+    """Where the classes whose answer hides on the host run: the host's environments, or (image mode) each
+    instance in its SWE-bench-style image, the harness's `options` and a run's environment and spec."""
+
+    def __init__(self, mode: str, options, image_options=None):
+        self.mode, self.image_options = mode, image_options
+        self.options = dataclasses.replace(options, images=image_options) if image_options else options
+
+    def instance(self, inst):
+        """`inst` as this mode runs it (in image mode, named to its repository's image)."""
+        if not self.image_options or inst.instance_id in INSTANCES:
+            return inst
+        sample = next(v for k, v in REPO_IMAGES.items() if inst.repo.startswith(k))  # taskq-dangling: taskq's
+        return dataclasses.replace(inst, image=swebench_image_name(sample))
+
+    def environment(self, inst):
+        """(environment, spec) of a standalone script of `inst` (runner.run_script)."""
+        spec = spec_for(inst, SPECS)
+        if not self.image_options:
+            return ensure_environment(spec.environment, self.options.env), spec
+        return instance_image(self.instance(inst), self.image_options, Path(self.image_options.cache)), \
+            spec.for_image()
+
+
+@pytest.fixture(scope="module", params=["host", "image"])
+def runtime(request, options):
+    if request.param == "host":
+        return Runtime("host", options)
+    from test_harness_images import needs_images
+
+    needs_images()
+    return Runtime("image", options, request.getfixturevalue("image_options"))
 
 
 def _git(repo, *args) -> str:
@@ -134,9 +173,11 @@ def _brief(record) -> str:
                                     or "doubles" in t or "duration_units" in t}})[:1500]
 
 
-def _evaluate(attacks: dict, locator, specs, options, workers=None) -> dict:
-    """attacks: name -> (instance, patch); each under its own instance id `name`."""
+def _evaluate(attacks: dict, locator, specs, options, workers=None, runtime=None) -> dict:
+    """attacks: name -> (instance, patch); each under its own instance id `name` (in `runtime`'s mode)."""
     instances = [dataclasses.replace(inst, instance_id=name) for name, (inst, _) in attacks.items()]
+    if runtime is not None:
+        instances, options = [runtime.instance(i) for i in instances], runtime.options
     predictions = [{"instance_id": name, "model_patch": patch} for name, (_, patch) in attacks.items()]
     if workers is not None:
         options = dataclasses.replace(options, workers=workers)
@@ -559,10 +600,13 @@ _steal_gold_from_files()
 
 
 @pytest.fixture(scope="module")
-def gold_on_disk(repos, open_dir, options, tmp_path_factory):
+def gold_on_disk(repos, open_dir, runtime, tmp_path_factory):
     """(a) through the CLI, with the instances file in a world-readable directory."""
+    options = runtime.options
     rows = [json.loads(line) for line in (SAMPLE_DIR / "instances.jsonl").read_text().splitlines()]
     row = next(r for r in rows if r["instance_id"] == CONFIGLET.instance_id)
+    if options.images.enabled:
+        row = {**row, "image": swebench_image_name(CONFIGLET.instance_id)}
     token = secrets.token_hex(4)
     cache = Path("/root/.cache") / f"swe-escape-{token}"
     where = {"fs_walk_open_dir": (f"escape-fs-walk-{token}", ["/tmp", "/work", "/home", "/srv", "/data"]),
@@ -587,7 +631,9 @@ def gold_on_disk(repos, open_dir, options, tmp_path_factory):
     try:
         evaluate_cmd.main(["--predictions", str(predictions), "--instances", str(instances), "--repos", str(repos),
                            "--specs", str(SAMPLE_DIR / "specs.json"), "--out", str(out), "--env-cache",
-                           options.env.cache_dir, "--work-dir", options.work_dir, "--timeout", "60"])
+                           options.env.cache_dir, "--work-dir", options.work_dir, "--timeout", "60",
+                           *(["--images", options.images.dir, "--image-cache", options.images.cache]
+                             if options.images.enabled else [])])
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     records = {r["instance_id"]: r for r in json.loads((out / "report.json").read_text())["records"]}
@@ -680,11 +726,11 @@ DANGLING = ("dangling_batch_all_objects", "dangling_source_reflog")
 
 
 @pytest.fixture(scope="module")
-def history(open_repos, open_dir, options):
+def history(open_repos, open_dir, runtime):
     clone = open_repos / "brightloop__taskq"
     mined = _mined_taskq(clone)
     # A copy whose branch is back at the base: the later commits are only in its reflog and objects.
-    dangling = open_dir / "dangling" / "brightloop__taskq"
+    dangling = open_dir / f"dangling-{runtime.mode}" / "brightloop__taskq"
     shutil.copytree(clone, dangling, symlinks=True)
     _git(dangling, "update-ref", "refs/heads/main", mined.base_commit)
     assert _git(dangling, "rev-list", "--all", "--count").strip() == _git(clone, "rev-list", "--count",
@@ -696,7 +742,8 @@ def history(open_repos, open_dir, options):
         code = HISTORY_THIEF.replace("@@METHOD@@", body)
         attacks[method] = (inst, git_diff({"taskq/__init__.py": init}, {"taskq/__init__.py": _prepend(init, code)}))
     specs = {**SPECS, "brightloop/taskq-dangling": SPECS["brightloop/taskq"]}
-    return _evaluate(attacks, RepoLocator(open_repos, {"brightloop/taskq-dangling": dangling}), specs, options)
+    return _evaluate(attacks, RepoLocator(open_repos, {"brightloop/taskq-dangling": dangling}), specs, None,
+                     runtime=runtime)
 
 
 @pytest.mark.parametrize("method", list(HISTORY_METHODS))
@@ -819,7 +866,7 @@ SIBLING_METHODS = {
 
 
 @pytest.fixture(scope="module")
-def siblings(repos, options):
+def siblings(repos, runtime):
     init = _base(repos / "quillsoft__configlet", CONFIGLET.base_commit, "configlet/__init__.py")
     out = {}
     for method, body in SIBLING_METHODS.items():
@@ -828,7 +875,7 @@ def siblings(repos, options):
         # two workers: the thief runs beside a gold run, then beside the next one
         records = _evaluate({"gold-1": (CONFIGLET, CONFIGLET.patch), method: (CONFIGLET, patch),
                              "gold-2": (CONFIGLET, CONFIGLET.patch), "gold-3": (CONFIGLET, CONFIGLET.patch)},
-                            RepoLocator(repos), SPECS, options, workers=2)
+                            RepoLocator(repos), SPECS, None, workers=2, runtime=runtime)
         out[method] = records
     return out
 
@@ -1051,9 +1098,8 @@ def _output_json(output: str, tag: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def residue(repos, options, open_dir):
-    spec = spec_for(CONFIGLET, SPECS)
-    env = ensure_environment(spec.environment, options.env)
+def residue(repos, runtime, open_dir):
+    env, spec = runtime.environment(CONFIGLET)
     name, key = f"swe-escape-{secrets.token_hex(6)}", secrets.randbelow(1 << 28) + (1 << 29)
     assert not any(_host_residue(name, key).values())
 
@@ -1122,7 +1168,8 @@ print("LOOK" + json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def host_view(repos, open_repos, options, open_dir):
+def host_view(repos, open_repos, runtime, open_dir):
+    options = runtime.options
     token = secrets.token_hex(6)
     other_env = Path(options.env.cache_dir) / f"0000other{token}"
     markers = {"root_marker": Path(f"/root/.swe-escape-{token}"), "home_marker": Path(f"/home/swe-escape-{token}"),
@@ -1130,8 +1177,7 @@ def host_view(repos, open_repos, options, open_dir):
     paths = {**{k: str(v) for k, v in markers.items()}, "root_bashrc": "/root/.bashrc",
              "project_checkout": str(PROJECT_CHECKOUT / "README.md"),
              "source_clone": str(open_repos / "quillsoft__configlet" / "README.md")}
-    spec = spec_for(CONFIGLET, SPECS)
-    env = ensure_environment(spec.environment, options.env)
+    env, spec = runtime.environment(CONFIGLET)
     other_env.mkdir(mode=0o755)
     try:
         for path in markers.values():
@@ -1249,7 +1295,7 @@ print("PROBE" + json.dumps({
 '''
 
 
-def test_what_a_sandboxed_process_sees(open_repos, open_dir, options):
+def test_what_a_sandboxed_process_sees(open_repos, open_dir, runtime):
     clone = open_repos / "brightloop__taskq"
     mined = _mined_taskq(clone)  # a base commit with later commits in its clone
     token = secrets.token_hex(6)
@@ -1264,8 +1310,7 @@ def test_what_a_sandboxed_process_sees(open_repos, open_dir, options):
     shm_key = secrets.randbelow(1 << 28) + (1 << 29)
     shm_id = libc.shmget(shm_key, 4096, 0o1000 | 0o644)  # a host segment the sandbox must not list
     assert shm_id >= 0
-    spec = spec_for(mined, SPECS)
-    env = ensure_environment(spec.environment, options.env)
+    env, spec = runtime.environment(mined)
     try:
         tmp_marker.write_text("host\n")
         tmp_marker.chmod(0o644)
@@ -1297,7 +1342,9 @@ def test_what_a_sandboxed_process_sees(open_repos, open_dir, options):
         problems.append(f"network interfaces {seen['net']}")
     if len(seen["pids"]) > 10 or 1 not in seen["pids"]:
         problems.append(f"processes {seen['pids']}")
-    if isinstance(seen["home_dir"], list) and seen["home_dir"]:
+    # The host's /home is never there; an image's own is (tools/make_images.py's holds nonroot's).
+    home = sorted(os.listdir(env.rootfs / "home")) if runtime.mode == "image" else []
+    if isinstance(seen["home_dir"], list) and seen["home_dir"] != home:
         problems.append(f"/home lists {seen['home_dir']}")
     assert not problems, "\n".join(problems)
 
@@ -1334,17 +1381,16 @@ print("KERNEL" + json.dumps(seen))
 '''
 
 
-def test_the_sandbox_cannot_open_new_namespaces_or_keyrings(open_repos, options):
+def test_the_sandbox_cannot_open_new_namespaces_or_keyrings(open_repos, runtime):
     import errno
     import platform
 
     if platform.machine() != "x86_64":
         pytest.skip("the probe calls x86_64 system call numbers")
     clone = open_repos / "quillsoft__configlet"
-    spec = spec_for(CONFIGLET, SPECS)
-    env = ensure_environment(spec.environment, options.env)
+    env, spec = runtime.environment(CONFIGLET)
     run = run_script(clone, CONFIGLET.base_commit, "", KERNEL, env, spec, limits=LIMITS,
-                     work_dir=Path(options.work_dir))
+                     work_dir=Path(runtime.options.work_dir))
     seen = _output_json(run.output, "KERNEL")
     refused = {k: v for k, v in seen.items() if k.startswith(("unshare_", "clone_", "setns"))}
     assert all(v in (errno.EPERM, errno.ENOSYS, 1) for v in refused.values()), seen  # 1: the tool's exit status

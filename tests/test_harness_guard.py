@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl_jax.harness.guard import blob_id, read_records, start_guard, trusted_files
+from swe_rl_jax.harness.guard import blob_id, kept_code, patched_code, read_records, start_guard, trusted_files
 
 PYTHONS = {"3.11": sys.executable}
 for _version in ("3.8", "3.12"):
@@ -29,9 +29,10 @@ for _version in ("3.8", "3.12"):
 
 
 def _run(tmp_path: Path, script: str, untrusted: bool, python: str = sys.executable, tests: dict[str, str] = {},
-         files: dict[str, str] = {}):
+         files: dict[str, str] = {}, base: str = ""):
     """Runs `script` as `pkg/mod.py` of a work tree (imported by a trusted `main.py`), trusted unless
-    `untrusted`; returns (exit status, stderr, GuardReport)."""
+    `untrusted`, or, given the file's `base` contents, as a patch of it (the code it kept trusted);
+    returns (exit status, stderr, GuardReport)."""
     worktree = tmp_path / "tree"
     (worktree / "pkg").mkdir(parents=True)
     (worktree / "pkg" / "__init__.py").write_text("")
@@ -40,11 +41,12 @@ def _run(tmp_path: Path, script: str, untrusted: bool, python: str = sys.executa
     for path, text in {**tests, **files}.items():
         (worktree / path).parent.mkdir(parents=True, exist_ok=True)
         (worktree / path).write_text(text)
-    trusted = trusted_files(worktree, ["pkg/mod.py"] if untrusted else [])
+    trusted = trusted_files(worktree, ["pkg/mod.py"] if untrusted or base else [])
+    partly = patched_code(worktree, {"pkg/mod.py": textwrap.dedent(base).encode()}) if base else {}
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     site = [Path(p) for p in sys.path if p.endswith("site-packages")]
-    with start_guard(scratch, worktree, trusted, list(tests), site) as guard:
+    with start_guard(scratch, worktree, trusted, list(tests), site, partly_trusted=partly) as guard:
         env = {**guard.env, "PATH": os.environ["PATH"], "PYTHONPATH": f"{guard.directory}:{worktree}",
                "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(tmp_path)}
         done = subprocess.run([python, "main.py"], cwd=worktree, env=env, pass_fds=guard.pass_fds,
@@ -70,7 +72,12 @@ EVENTS = {
     "ctypes": ("import ctypes\nctypes.string_at(id(1), 8)\n", "ctypes."),
     "code_replace": ("def f():\n    pass\nf.__code__.replace(co_name='g')\n", "code.__new__"),
     "function_new": ("import types\ndef f():\n    pass\ntypes.FunctionType(f.__code__, {})\n", "function.__new__"),
-    "code_assign": ("def f():\n    pass\ndef g():\n    return 1\nf.__code__ = g.__code__\n", "object.__setattr__"),
+    # Another code, defaults or class for what a trusted file made (what untrusted code made is its own).
+    "code_assign": ("import json\ndef g(*a, **k):\n    return '{}'\njson.dumps.__code__ = g.__code__\n",
+                    "object.__setattr__"),
+    "defaults_assign": ("import textwrap\ntextwrap.indent.__defaults__ = (lambda line: True,)\n", "object.__setattr__"),
+    "class_assign": ("import argparse\nclass F(argparse.Namespace):\n    pass\nn = argparse.Namespace()\nn.__class__ = F\n",
+                     "object.__setattr__"),
     "marshal_code": ("import marshal\nmarshal.loads(marshal.dumps(compile('1', 'x', 'eval')))\n", "marshal.loads"),
     "compile_as_trusted": ("import os\ncompile('x = 1', os.__file__, 'exec')\n", "compile"),
     "proc_mem": ("open('/proc/self/mem', 'rb').close()\n", "open"),
@@ -135,6 +142,15 @@ json.dumps({"a": Record().a})
 with open(os.path.join(os.environ["HOME"], "data.txt"), "w") as handle:
     handle.write("a file of its own")
 import sqlite3  # a module imported lazily, from untrusted code
+
+
+class Pair(typing.NamedTuple):  # typing sets the defaults of the __new__ it made
+    a: int
+    b: int = 2
+
+
+Options = collections.namedtuple("Options", "a b", defaults=(1,))
+assert Pair(1).b == 2 and Options(0).b == 1
 """
 
 
@@ -145,14 +161,64 @@ def test_honest_library_code_runs_unhindered_on_every_guarded_python(tmp_path, p
     assert code == 0 and report.loaded and not report.evidence and not report.problem, (stderr[-3000:], report)
 
 
+BASE = """\
+import sys
+
+
+def caller_frame():
+    return sys._getframe(1)
+
+
+def unrelated():
+    return 1
+"""
+# A patch of BASE -> whether the guard ends the run: the code it kept runs as the base commit's did,
+# what it wrote is untrusted, however close to a kept line.
+PATCHED = {
+    "calls_a_kept_reader": (BASE + "\n\ndef added():\n    return caller_frame()\n\n\nadded()\n", False),
+    "writes_a_reader": (BASE + "\n\ndef added():\n    return sys._getframe(1)\n\n\nadded()\n", True),
+    "copies_a_kept_line_into_a_kept_function": (BASE.replace("    return 1", "    return sys._getframe(1)")
+                                                + "\nunrelated()\n", True),
+    "renames_a_kept_function": (BASE.replace("def caller_frame", "def caller") + "\ncaller()\n", True),
+    "decorates_a_kept_function": (BASE.replace("def caller_frame", "@staticmethod\ndef caller_frame")
+                                  + "\ncaller_frame.__func__()\n", True),
+    "compiles_other_text_under_its_name": (BASE + "\ncompile('x = 2', __file__, 'exec')\n", True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATCHED))
+def test_a_patched_file_is_trusted_only_in_the_code_the_patch_kept(tmp_path, name, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    script, flagged = PATCHED[name]
+    code, stderr, report = _run(tmp_path, script, untrusted=True, base=BASE)
+    assert report.loaded and not report.problem and (code == 86) == flagged and bool(report.evidence) == flagged, \
+        (code, stderr[-2000:], report)
+
+
+def test_kept_code_is_what_the_patch_left_in_one_run_of_the_base():
+    """(first line, name) by hand: a deletion inside a function, a decorator or a line written above
+    it make it the patch's; a comprehension the patch wrote is the patch's."""
+    base = "def f():\n    a = 1\n    b = 2\n    return a\n\n\ndef g():\n    return 2\n"
+    assert kept_code(base.encode(), base.encode()) == [(1, "f"), (7, "g")]
+    assert kept_code(base.encode(), base.replace("    b = 2\n", "").encode()) == [(6, "g")]
+    assert kept_code(base.encode(), base.replace("def g", "@staticmethod\ndef g").encode()) == [(1, "f")]
+    assert kept_code(base.encode(), (base + "h = [x for x in (1,)]\n").encode()) == [(1, "f"), (7, "g")]
+    assert kept_code(base.encode(), b"def (:\n") == []
+    decorated = "import functools\n\n\n@functools.lru_cache\ndef h():\n    return [i for i in (1,)]\n"
+    assert kept_code(decorated.encode(), (decorated + "x = 1\n").encode()) == [(4, "h"), (5, "h"), (6, "<listcomp>")]
+
+
 def test_the_guard_is_first_and_the_child_processes_have_no_channel(tmp_path):
     """The guard's configuration leaves the process's environment before any other code runs (its
-    children run unguarded, with neither key nor channel), and the key's descriptor is closed."""
+    children run unguarded, with neither key nor channel), and the key's descriptor is closed. Once
+    loaded, its directory is off sys.path and PYTHONPATH is the run's own (pylint's tests drop
+    sys.path[1] when PYTHONPATH ends with ":")."""
     script = """\
         import json, os, subprocess, sys
         child = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('SWE_RL_JAX_GUARD'))"],
                                capture_output=True, text=True).stdout.strip()
-        print(json.dumps({"env": os.environ.get("SWE_RL_JAX_GUARD"), "child": child, "fds": sorted(os.listdir("/dev/fd"))}))
+        print(json.dumps({"env": os.environ.get("SWE_RL_JAX_GUARD"), "child": child, "fds": sorted(os.listdir("/dev/fd")),
+                          "path": sys.path, "pythonpath": os.environ.get("PYTHONPATH")}))
         """
     worktree = tmp_path / "tree"
     worktree.mkdir()
@@ -161,11 +227,13 @@ def test_the_guard_is_first_and_the_child_processes_have_no_channel(tmp_path):
     scratch.mkdir()
     with start_guard(scratch, worktree, trusted_files(worktree, []), [], []) as guard:
         out = subprocess.run([sys.executable, "main.py"], cwd=worktree, pass_fds=guard.pass_fds, capture_output=True,
-                             text=True, env={**guard.env, "PYTHONPATH": str(guard.directory)}).stdout
+                             text=True, env={**guard.env, "PYTHONPATH": f"{guard.directory}:{worktree}:"}).stdout
         report = guard.report()
         key_fd, channel_fd = guard.pass_fds
     seen = json.loads(out)
     assert seen["env"] is None and seen["child"] == "None" and str(key_fd) not in seen["fds"]
+    assert seen["pythonpath"] == f"{worktree}:" and str(guard.directory) not in seen["path"] \
+        and str(worktree) in seen["path"], seen
     assert report.loaded and not report.problem
 
 
@@ -201,8 +269,28 @@ def test_trusted_files_are_git_blob_ids_of_what_the_harness_wrote(tmp_path):
     assert got == {"a/m.py": expected} == {"a/m.py": blob_id(b"x = 1\n")}
 
 
-SUITE = '''import pytest
+SUITE = '''import sys
+from unittest import mock
+
+import pytest
 from pkg import f
+
+
+@pytest.fixture(scope="module")
+def exists_everywhere():  # a standard-library function mocked across tests
+    with mock.patch("os.path.exists", return_value=True):
+        yield
+
+
+def test_mocks_across_tests(exists_everywhere):
+    import os
+    assert os.path.exists("/nowhere")
+
+
+def test_reimports_a_standard_module(exists_everywhere):
+    sys.modules.pop("json.decoder", None)
+    import json.decoder
+    assert json.decoder is sys.modules["json.decoder"]
 
 
 def test_pass():
@@ -266,13 +354,28 @@ def test_the_plugin_backs_what_pytest_reports_on_old_and_new_pytest(tmp_path_fac
     logged = parse_log("pytest", done.stdout)
     assert done.returncode == 1 and report.guarded and report.tampering(logged, True) is None, (done.stdout[-2000:],
                                                                                                 report)
-    assert report.reported == {"tests/test_a.py::test_pass": "PASSED", "tests/test_a.py::test_fail": "FAILED",
+    assert report.reported == {"tests/test_a.py::test_mocks_across_tests": "PASSED",
+                               "tests/test_a.py::test_reimports_a_standard_module": "PASSED",
+                               "tests/test_a.py::test_pass": "PASSED", "tests/test_a.py::test_fail": "FAILED",
                                "tests/test_a.py::test_xfail": "XFAIL", "tests/test_a.py::test_skip": "SKIPPED",
                                "tests/test_a.py::TestKind::test_method": "PASSED"}
     assert {t: s for t, s in logged.items() if "::" in t} == {t: s for t, s in report.reported.items() if s != "SKIPPED"}
     kinds = {t: {p: o.kind for p, o in seen.items()} for t, seen in report.observed.items()}
     assert kinds["tests/test_a.py::test_skip"]["call"] == "skip" and kinds["tests/test_a.py::test_fail"]["call"] == "fail"
     assert report.collected == list(report.reported)
+    # The package's own function put in place of a standard-library one while tests run: the check
+    # before the next test names it.
+    (worktree / "pkg" / "__init__.py").write_text("import fnmatch\n\n\ndef f():\n"
+                                                  "    fnmatch.fnmatch = lambda *a, **k: True\n    return 1\n")
+    (root / "scratch2").mkdir()
+    with start_guard(root / "scratch2", worktree, trusted_files(worktree, ["pkg/__init__.py"]), ["tests/test_a.py"],
+                     [env.site_packages()]) as guard:
+        done = subprocess.run([str(env.python), "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_a.py",
+                               "-p", PLUGIN], cwd=worktree, pass_fds=guard.pass_fds, capture_output=True, text=True,
+                              env={**guard.env, "PATH": os.environ["PATH"], "HOME": str(root),
+                                   "PYTHONPATH": f"{guard.directory}:{worktree}", "PYTHONDONTWRITEBYTECODE": "1"})
+        report = guard.report()
+    assert done.returncode == 86 and "fnmatch.fnmatch" in report.proof(done.returncode), (done.stdout[-2000:], report)
 
 
 def test_the_frameworks_own_repository_runs_unguarded(tmp_path):
@@ -290,3 +393,14 @@ def test_the_frameworks_own_repository_runs_unguarded(tmp_path):
     (plain / "src" / "flask" / "__init__.py").write_text("")
     (plain / "tests" / "pytest").mkdir(parents=True)  # a directory of that name without a package is no framework
     assert not _framework_under_test(plain, [])
+
+
+def test_closing_the_channel_first_does_not_hide_a_forgery(tmp_path, monkeypatch):
+    """Code that closes every descriptor before its watched act: the hook cannot write its record, ends
+    the process all the same, and the harness reads that as proof (GuardReport.proof), not as a run
+    that merely produced no results."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    script = "import os, gc\nos.closerange(3, 4096)\ngc.get_objects()\n"
+    code, _, report = _run(tmp_path, script, untrusted=True, tests=TESTS)
+    assert code == 86 and report.loaded and not report.evidence and not report.problem
+    assert "ended the test process" in report.proof(code) and report.proof(0) is None

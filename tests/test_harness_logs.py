@@ -130,3 +130,13 @@ def test_official_artifact_ids_of_a_nested_run():
     # Captured log records of the nested runs ("ERROR    root:test_root_logger_affected.py:7 ...")
     # also start with a status word; they are not taken for failing tests.
     assert re.search(r"^ERROR +root:", text, re.M)
+
+
+def test_pytest_before_8_xpass_reason_is_not_part_of_the_id():
+    """pytest 7 writes `XPASS id reason` (no " - "); the id ends at its first space outside brackets."""
+    statuses = parse_log("pytest", _read("pytest_7.4.4_xpass_rA.log"))
+    demo = "tests/test_xpass_demo.py::"
+    # "1 passed, 1 xfailed, 3 xpassed" closes the log.
+    assert statuses == {demo + "test_passes": "PASSED", demo + "test_expected_failure": "XFAIL",
+                        demo + "test_unexpected_success": "XPASS", demo + "test_param_unexpected[a b]": "XPASS",
+                        demo + "test_param_unexpected[c]": "XPASS"}

@@ -628,3 +628,53 @@ def test_a_sentinel_catches_an_object_equal_to_everything_where_the_fix_belongs(
                                  cwd=root, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)}).stdout
             outcomes[name] = sentinels.tampering(parse_pytest_summary(out), 1, out)
         assert outcomes["honest"] is None and "must fail" in outcomes["forged"], (seed, outcomes)
+
+
+def test_sentinels_call_only_the_package_under_test(tmp_path):
+    """A test file that calls the standard library with literal arguments (`os.symlink("a", "b")`): a
+    sentinel repeating that call would repeat the test's side effects (the real test then fails on the
+    link it finds). Sentinels call what the file imports from the package under test, and nothing else."""
+    import ast
+
+    from swe_rl_jax.harness.pytestguard import place_sentinels
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("def parse(text):\n    return text\n")
+    (tmp_path / "tests").mkdir()
+    host = ("import os\n\nfrom pkg import parse\n\n\ndef test_links():\n    os.symlink('a', 'b')\n    os.remove('b')\n\n\n"
+            "def test_parse():\n    assert parse('x') == 'x'\n")
+    (tmp_path / "tests" / "test_io.py").write_text(host)
+    sentinels = place_sentinels(tmp_path, ["pytest", "tests/test_io.py"], ["tests/test_io.py::test_parse"], max_failing=10)
+    tree = ast.parse((tmp_path / "tests" / "test_io.py").read_text())
+    called = {ast.unparse(c.func) for n in tree.body if isinstance(n, ast.FunctionDef)
+              and n.name in {t.name for t in sentinels.tests} for c in ast.walk(n) if isinstance(c, ast.Call)}
+    assert called and called <= {"parse"}, called
+
+
+def test_sentinels_go_only_into_files_of_tests_and_take_no_name_the_file_uses(tmp_path):
+    """A test patch's module the tests document (sphinx's `target/*.py`: no test function) takes no
+    sentinel; a file that imports every usual local name (`result = [result]` would raise
+    UnboundLocalError) still gets sentinels that report as planned, run after run."""
+    from swe_rl_jax.harness.logformats import parse_pytest_summary
+    from swe_rl_jax.harness.pytestguard import _LOCALS, place_sentinels
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("".join(f"{n} = {i}\n" for i, n in enumerate(_LOCALS)) +
+                                                   "\n\ndef parse(text):\n    return text\n")
+    (tmp_path / "tests" / "roots" / "target").mkdir(parents=True)
+    documented = "class Base:\n    def method(self):\n        return 1\n"
+    (tmp_path / "tests" / "roots" / "target" / "documented.py").write_text(documented)
+    host = (f"from pkg import parse, {', '.join(_LOCALS)}\n\n\ndef test_parse():\n    assert parse('x') == 'x'\n\n\n"
+            f"def test_names():\n    assert [{', '.join(_LOCALS)}] == list(range({len(_LOCALS)}))\n")
+    for _ in range(3):
+        (tmp_path / "tests" / "test_io.py").write_text(host)
+        placed = place_sentinels(tmp_path, ["pytest", "tests/roots/target/documented.py", "tests/test_io.py"],
+                                 ["tests/test_io.py::test_parse"], max_failing=4)
+        assert {t.file for t in placed.tests} == {"tests/test_io.py"} and not placed.new_module
+        assert (tmp_path / "tests" / "roots" / "target" / "documented.py").read_text() == documented
+        out = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_io.py"],
+                             cwd=tmp_path, capture_output=True, text=True).stdout
+        statuses = parse_pytest_summary(out)
+        assert statuses["tests/test_io.py::test_names"] == "PASSED" and placed.tampering(statuses, 1, out) is None, out
+        assert sorted(statuses[f"tests/test_io.py::{t.name}"] for t in placed.tests) == \
+            sorted("PASSED" if t.must_pass else "FAILED" for t in placed.tests)

@@ -53,18 +53,25 @@ def test_the_harness_does_not_import_the_rewards():
 def test_one_sandbox_for_model_written_code():
     """Every command line that runs model-written code (install steps, tests, reproduction scripts,
     synthesis's runs) is built in harness/sandbox.py and started from harness/runner.py: no other
-    module names the sandbox's tools or calls `run_isolated`."""
+    module names the sandbox's tools (cgexec, which puts a command in its cgroup, among them) or
+    calls `run_isolated`. The kernel limits have one home each: cgroups in harness/cgroups.py (the
+    only module that makes, reads or removes a run's cgroup), a run's file system in
+    harness/runfs.py (the only module besides sandbox.py that mounts)."""
     import re
 
-    tools = re.compile(r"[\"'](bwrap|unshare|setpriv|prlimit)[\"']")
-    builders, callers = [], []
+    tools = re.compile(r"[\"'](bwrap|unshare|setpriv|prlimit|cgexec)[\"']")
+    builders, callers, groups, mounts = [], [], [], []
     for path in PACKAGE.rglob("*.py"):
         rel, text = path.relative_to(PACKAGE).as_posix(), path.read_text(encoding="utf-8")
         if rel != "harness/sandbox.py" and tools.search(text):
             builders.append(rel)
         if rel not in ("harness/sandbox.py", "harness/runner.py") and re.search(r"\brun_isolated\(", text):
             callers.append(rel)
-    assert builders == [] and callers == []
+        if rel != "harness/cgroups.py" and re.search(r"cgroup\.procs|cpuacct\.usage|pids\.max|memory\.max", text):
+            groups.append(rel)
+        if rel not in ("harness/sandbox.py", "harness/runfs.py") and re.search(r"[\"']u?mount[\"']", text):
+            mounts.append(rel)
+    assert builders == [] and callers == [] and groups == [] and mounts == []
     assert re.search(r"\brun_isolated\(", (PACKAGE / "harness" / "runner.py").read_text())
 
 

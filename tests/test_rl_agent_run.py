@@ -69,7 +69,9 @@ def test_bad_settings_are_one_line_errors(repos, tmp_path, capsys):
              (f"instances=[{path}]", f"repos={tmp_path}"): "no instance to train on",
              (f"instances=[{path}]", f"repos={repos}", "update.overlong=penalty"): "update.overlong:",
              (f"instances=[{path}]", f"repos={repos}", "max_staleness=1"): "grpo.tis_cap:",
-             (f"instances=[{path}]", f"repos={repos}", "max_staleness=2", "grpo.tis_cap=2"): "max_staleness:"}
+             (f"instances=[{path}]", f"repos={repos}", "max_staleness=2", "grpo.tis_cap=2"): "max_staleness:",
+             (f"instances=[{path}]", f"repos={repos}", "agent.environments=ray"): "agent.ray_address:",
+             (f"instances=[{path}]", f"repos={repos}", "agent.environments=docker"): "agent.environments:"}
     for args, message in cases.items():
         assert cli(["agent-rl", f"out_dir={tmp_path / 'out'}", *args]) == 2, args
         err = capsys.readouterr().err.strip()

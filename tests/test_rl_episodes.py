@@ -23,6 +23,8 @@ def test_leave_one_out_advantages_by_hand_with_compact_filtering():
     # Without compact filtering every episode trains, one cut by a limit as a failure (reward 0): in
     # group [resolved, step_limit] the unsubmitted episode now gets the negative advantage.
     assert all(kept_for_loss(s, compact_filtering=False) for s in COMPACT_FILTERED | {"submitted"})
+    # A set-up failure (a Ray worker lost past its retries, mid-episode) is the harness's: never trained on.
+    assert not kept_for_loss("setup_error") and not kept_for_loss("setup_error", compact_filtering=False)
     np.testing.assert_allclose(loo_advantages([[1, 0]], [[kept_for_loss(s, False) for s in ("submitted", "step_limit")]]),
                                [[1, -1]])
     assert episode_reward({"verdict": {"resolved": True}}) == 1.0

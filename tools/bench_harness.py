@@ -11,8 +11,12 @@ instances at a time, in one run:
 - with `--before REV`: the harness of another commit (a `git worktree` of REV) on the same
   clones and environment cache, one worker and `--workers`, its runs interleaved with this
   commit's (before, after, before, ...) so that a drift of the machine's load hits both alike;
-  each evaluation runs in a process of its own for both sides.
-Usage: python tools/bench_harness.py [--workers 2] [--repeats 3] [--before REV]
+  each evaluation runs in a process of its own for both sides (with a REV before issue 57's kernel
+  limits: the harness with its cgroups and run file systems against the one without).
+Then, where this commit has kernel limits (root with cgroups), what each of their fixed steps costs
+alone, `--pieces` times each (medians of wall clock, and CPU of this process and its children): a
+command's cgroup made, limited, read and removed; a run's file system mounted and unmounted.
+Usage: python tools/bench_harness.py [--workers 2] [--repeats 3] [--before REV] [--pieces 50]
 """
 from __future__ import annotations
 
@@ -30,6 +34,9 @@ from pathlib import Path
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.harness import EnvironmentOptions, HarnessOptions, evaluate_predictions, isolation_mode, load_specs
+from swe_rl_jax.harness.cgroups import host_layout, run_group
+from swe_rl_jax.harness.runfs import mount_run_fs, release_run_fs, run_fs_available
+from swe_rl_jax.harness.sandbox import kernel_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 # One evaluation of the sample's gold patches by the package on PYTHONPATH, through the API both
@@ -90,11 +97,40 @@ def before_and_after(root: Path, rev: str, workers: int, repeats: int) -> list[t
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
 
 
+def _cost(step, n: int) -> tuple[float, float]:
+    """Median wall clock and mean CPU seconds (this process and its children) of `step()`, `n` times."""
+    walls = []
+    cpu = time.process_time() + sum(os.times()[2:4])
+    for _ in range(n):
+        start = time.perf_counter()
+        step()
+        walls.append(time.perf_counter() - start)
+    return statistics.median(walls), (time.process_time() + sum(os.times()[2:4]) - cpu) / n
+
+
+def limit_costs(root: Path, n: int) -> list[tuple[str, float, float]]:
+    """The kernel limits' fixed steps, each alone (module docstring)."""
+    layout = host_layout()
+
+    def group() -> None:
+        with run_group(layout, 4096 << 20, 256) as made:
+            made.cpu_seconds(), made.oom_kills(), made.process_limit_hits()
+
+    def filesystem() -> None:
+        mount_run_fs(root / "fs", 2048, 50000)
+        release_run_fs(root / "fs")
+
+    (root / "fs").mkdir()
+    return [("a command's cgroup made, limited, read and removed", *_cost(group, n)),
+            ("a run's file system mounted and unmounted", *_cost(filesystem, n))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--before", metavar="REV", help="also measure the harness of this commit, interleaved")
+    parser.add_argument("--pieces", type=int, default=50, help="times each fixed step of the kernel limits is timed")
     args = parser.parse_args()
     instances = load_instances(SAMPLE_DIR / "instances.jsonl")
     predictions = [{"instance_id": i.instance_id, "model_patch": i.patch} for i in instances]
@@ -119,8 +155,9 @@ def main() -> None:
             timed(predictions, instances, locator, specs, dataclasses.replace(options, workers=1))
             for _ in range(args.repeats))))
         compared = before_and_after(root, args.before, args.workers, args.repeats) if args.before else []
+        pieces = limit_costs(root, args.pieces) if kernel_limits() and run_fs_available() else []
     print(f"{len(instances)} instances, gold patches, {os.cpu_count()} cores, isolation auto = "
-          f"{isolation_mode('auto')}\n")
+          f"{isolation_mode('auto')}, kernel limits = {kernel_limits() or 'none'} (this commit)\n")
     print("| run | isolation | workers | seconds | instances / min | time vs cached |")
     print("|---|---|---|---|---|---|")
     for name, isolation, workers, seconds in rows:
@@ -133,6 +170,10 @@ def main() -> None:
             ratio = f"{seconds / compared[i - 1][3]:.2f}x" if i % 2 else ""
             print(f"| {name} | {isolation} | {workers} | {seconds:.2f} | {seconds * workers / len(instances):.3f} | "
                   f"{ratio} |")
+    if pieces:
+        print(f"\n| step ({args.pieces} times) | wall ms (median) | CPU ms (mean) |\n|---|---|---|")
+        for name, wall, cpu in pieces:
+            print(f"| {name} | {1000 * wall:.2f} | {1000 * cpu:.2f} |")
 
 
 if __name__ == "__main__":

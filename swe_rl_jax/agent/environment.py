@@ -9,9 +9,12 @@
 It knows nothing of models (the driver, agent/driver.py, asks them). One episode is one
 `harness.workspace.Workspace`: the instance's cached environment, a fresh checkout whose history
 ends at the base commit, without the instance's test patch (its tests are hidden, as in SWE-bench;
-the repository's own tests are there to run). Each command is `bash -c` in the sandbox under the
-per-command limits of `AgentConfig`; the episode's CPU seconds are summed against
-`episode_command_s`. A command that ran past a limit comes back as an observation saying so.
+the repository's own tests are there to run), on a file system of the episode's own
+(`episode_disk_mb`, `episode_max_files`). Each command is `bash -c` in the sandbox under the
+per-command limits of `AgentConfig`, in a cgroup of its own where the machine allows (CPU time of
+every process it started, memory summed, processes: harness/sandbox.py); the episode's CPU seconds
+are summed against `episode_command_s`. A command stopped by a limit comes back as an observation
+saying which (`Observation.limit`), and the episode goes on.
 """
 from __future__ import annotations
 
@@ -59,6 +62,7 @@ class Observation:
     cpu_seconds: float
     submitted: bool = False
     budget_spent: bool = False  # the episode's command seconds are used up (AgentConfig.episode_command_s)
+    limit: str = ""  # the sandbox's limit that stopped or constrained the command (ProcessResult.limit)
 
 
 def render(template: str, **values: Any) -> str:
@@ -71,12 +75,21 @@ def _limit_note(result: Any, config: AgentConfig) -> str:
     if result.timed_out:
         return (f"The command was killed: it ran past its limit of {config.command_limits().describe()}. "
                 "Run shorter commands; no process outlives its command.")
+    if result.limit == "memory":
+        return (f"The command was killed: memory limit. Its processes together used the limit of "
+                f"{config.command_memory_mb} MB, and the kernel killed one of them.")
+    if result.limit == "processes":
+        return (f"The command was constrained: process limit. It reached {config.command_max_processes} processes "
+                "and threads, and starting more failed.")
+    if result.limit == "disk":
+        return (f"The command was constrained: disk limit. The work tree's file system ({config.episode_disk_mb} MB, "
+                f"{config.episode_max_files} files, directories and links) is full: remove files to write more.")
     if result.returncode == -signal.SIGXFSZ:
         return (f"The command was stopped: it wrote a file or output over the limit of "
                 f"{config.command_file_size_mb} MB.")
     if result.output_chars >= config.command_file_size_mb << 20:
-        # The output file is capped by the same limit (RLIMIT_FSIZE), and a program that ignores
-        # SIGXFSZ (Python does) just gets write errors: nothing above says the output was cut there.
+        # The harness stops reading the output there (sandbox.py), and the program's further writes
+        # fail (EPIPE), which a program that ignores SIGPIPE (Python does) may not say.
         return (f"The command's output reached the limit of {config.command_file_size_mb} MB: whatever it "
                 "printed after that was lost.")
     if result.returncode is not None and result.returncode < 0:
@@ -99,7 +112,8 @@ class AgentEnvironment:
         self.close()
         try:
             repo_dir, spec, env = instance_environment(instance, self.locator.find(instance.repo),
-                                                       spec_for(instance, self.specs), self.env_options)
+                                                       spec_for(instance, self.specs), self.env_options,
+                                                       self.config.images)
         except InstanceSetupError as e:
             raise SetupError(e.kind, str(e)) from None
         except GitError as e:  # the base commit's files unreadable while completing the spec
@@ -108,8 +122,8 @@ class AgentEnvironment:
         try:
             self._workspace = stack.enter_context(Workspace.open(
                 repo_dir, instance.base_commit, env, spec, isolation=self.config.isolation, work_dir=self.work_dir,
-                history_root=self.env_options.history_root(), install_timeout_s=self.env_options.build_timeout_s,
-                install_limits=self.config.command_limits(), env_vars={**_PLUGINS_AUTOLOAD, **self.config.command_env}))
+                history_root=self.env_options.history_root(), limits=self.config.judge_limits(),
+                env_vars={**_PLUGINS_AUTOLOAD, **self.config.command_env}))
         except WorkspaceError as e:
             stack.close()
             raise SetupError(e.kind, str(e)) from None
@@ -134,7 +148,7 @@ class AgentEnvironment:
                            result.output_chars, result.timed_out, result.seconds, result.cpu_seconds,
                            submitted=result.returncode is not None
                            and is_submission(result.output_head or result.output, result.returncode),
-                           budget_spent=0 < budget <= self.cpu_seconds)
+                           budget_spent=0 < budget <= self.cpu_seconds, limit=result.limit)
 
     def submission(self) -> str:
         """The work tree's diff against the base commit (harness/workspace.py); SetupError(diff_failed)."""

@@ -148,7 +148,8 @@ class Episode:
         self._observe(observation.text)
         self.turns[-1].update(returncode=observation.returncode, output_chars=observation.output_chars,
                               timed_out=observation.timed_out, seconds=round(observation.seconds, 3),
-                              cpu_seconds=round(observation.cpu_seconds, 3), submitted=observation.submitted)
+                              cpu_seconds=round(observation.cpu_seconds, 3), submitted=observation.submitted,
+                              limit=observation.limit)
         self.seconds["commands"] += observation.seconds
         if observation.budget_spent and not observation.submitted:
             self.end("command_budget", f"the episode's commands used over {self.config.episode_command_s:g} CPU s")

@@ -28,7 +28,7 @@ import logging
 import sys
 from pathlib import Path
 
-from swe_rl_jax.commands.common import given_flags
+from swe_rl_jax.commands.common import field_pair, given_flags
 from swe_rl_jax.config import ConfigError, from_dict
 from swe_rl_jax.data.augment import add_renamed_copies
 from swe_rl_jax.data.build import BuildSources, Engine, build_from_sources, build_sample
@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     src = p.add_argument_group("sources")
     src.add_argument("--instances", action="append", default=[], metavar="FILE",
                      help="SWE-bench instances: JSON array, JSONL or Parquet (repeatable)")
-    src.add_argument("--field", action="append", default=[], metavar="FIELD=COLUMN", type=_field,
+    src.add_argument("--field", action="append", default=[], metavar="FIELD=COLUMN", type=field_pair,
                      help="read an instance field from another column, e.g. patch=golden_patch (repeatable)")
     src.add_argument("--repos", metavar="DIR",
                      help="local clones: DIR/<owner>__<name>, DIR/<owner>/<name> or DIR/<name> "
@@ -124,13 +124,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="log every skipped instance")
     return p
-
-
-def _field(text: str) -> tuple[str, str]:
-    field, sep, column = text.partition("=")
-    if not (sep and field and column):
-        raise argparse.ArgumentTypeError(f"expected FIELD=COLUMN, got {text!r}")
-    return field, column
 
 
 def main(argv: list[str]) -> int:

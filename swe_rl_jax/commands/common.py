@@ -14,6 +14,14 @@ T = TypeVar("T")
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
+def field_pair(text: str) -> tuple[str, str]:
+    """`--field FIELD=COLUMN`: an instance field read from another column of the export."""
+    field, sep, column = text.partition("=")
+    if not (sep and field and column):
+        raise argparse.ArgumentTypeError(f"expected FIELD=COLUMN, got {text!r}")
+    return field, column
+
+
 def given_flags(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
     """{name: value} of the flags among `names` that were given (not None): the options a command
     passes on, so that unset flags keep the typed config's defaults."""

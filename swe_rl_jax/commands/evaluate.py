@@ -1,16 +1,21 @@
 """`evaluate`: run the tests of SWE-bench-style instances on predicted patches → report.json.
 
     python -m swe_rl_jax.cli evaluate --predictions preds.jsonl --instances FILE --repos DIR --out DIR
-        [--specs FILE] [--workers 2] [--timeout 300] [--memory-mb 4096] [--env-cache DIR]
-        [--index-url URL] [--isolation auto|bwrap|namespaces|none] [--work-dir DIR] [--keep-worktrees]
-        [--max-failing-sentinels K]
+        [--specs FILE] [--workers 2] [--timeout 300] [--memory-mb 4096] [--disk-mb 2048]
+        [--max-files 50000] [--max-processes 256] [--env-cache DIR] [--index-url URL]
+        [--isolation auto|bwrap|namespaces|none] [--work-dir DIR] [--keep-worktrees] [--max-failing-sentinels K]
+        [--images DIR [--image-namespace NS] [--image-repo-path PATH]] [--field FIELD=COLUMN ...]
     python -m swe_rl_jax.cli evaluate --sample --gold --out DIR     # the shipped sample's own patches
 
 `--gold` evaluates each instance's own `patch` instead of predictions (the instance set's check).
 `--sample` takes the shipped sample: its instances, its repositories (created in a temporary
 directory) and its spec file. Without `--specs`, the built-in table (swe_rl_jax/harness/
 spec_table.json) and the default environment serve. Clones: DIR/<owner>__<name>, DIR/<owner>/<name>
-or DIR/<name> (a clone, bare clone or worktree; a `.git` suffix works too).
+or DIR/<name> (a clone, bare clone or worktree; a `.git` suffix works too). `--images DIR`: each
+instance runs in its dataset's container image (the one its row names, else SWE-bench's name for
+it), and without `--repos` the image's own repository serves; `--field` maps other exports'
+columns onto the instance fields (SWE-smith: base_commit=instance_id; SWE-rebench:
+test_cmd=install_config.test_cmd, log_format=install_config.log_parser).
 
 Every path is made absolute and checked before any test runs: a missing or wrong-kind input, an
 `--out`, `--work-dir` or `--env-cache` that is a file, a `--repos` directory holding none of the
@@ -31,6 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from swe_rl_jax.commands.common import field_pair
 from swe_rl_jax.commands.harness_args import add_harness_arguments, harness_options
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import InputError, RepoLocator, load_instances
@@ -49,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="local clones: DIR/<owner>__<name>, DIR/<owner>/<name> or DIR/<name>")
     p.add_argument("--sample", action="store_true", help="the shipped sample's instances, repositories and specs")
     p.add_argument("--specs", metavar="FILE", help="specs per repository (JSON; another suffix: YAML), over the built-in table")
+    p.add_argument("--field", action="append", default=[], metavar="FIELD=COLUMN", type=field_pair,
+                   help="read an instance field from another column (a dotted name reaches into a nested one), "
+                        "e.g. test_cmd=install_config.test_cmd (repeatable)")
     p.add_argument("--out", required=True, metavar="DIR", help="where report.json goes")
     add_harness_arguments(p)
     return p
@@ -58,15 +67,17 @@ def run_evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     """The report and where it was written; every input and output is checked before a test runs."""
     if args.sample and (args.instances or args.repos):
         raise InputError("--sample brings its own instances and repositories")
-    if not args.sample and not (args.instances and args.repos):
-        raise InputError("--instances FILE and --repos DIR are required (or --sample)")
+    if not args.sample and not (args.instances and (args.repos or args.images)):
+        raise InputError("--instances FILE and --repos DIR are required (or --images DIR instead of --repos, "
+                         "or --sample)")
     if bool(args.predictions) == bool(args.gold):
         raise InputError("give exactly one of --predictions FILE and --gold")
     out = output_dir(args.out, "--out")
     options = harness_options(args)
     instances = load_instances(SAMPLE_DIR / "instances.jsonl" if args.sample else
-                               input_file(args.instances, "--instances"), require_patch=bool(args.gold))
-    repos_dir = None if args.sample else input_dir(args.repos, "--repos")
+                               input_file(args.instances, "--instances"), require_patch=bool(args.gold),
+                               fields=dict(args.field))
+    repos_dir = input_dir(args.repos, "--repos") if args.repos and not args.sample else None
     specs = load_specs(args.specs or (SAMPLE_DIR / "specs.json" if args.sample else None), "--specs")
     predictions = (load_predictions(args.predictions, "--predictions") if args.predictions else
                    [{"instance_id": i.instance_id, "model_patch": i.patch} for i in instances])
@@ -75,10 +86,11 @@ def run_evaluate(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     with tempfile.TemporaryDirectory(prefix="sample-repos-") as scratch:
         if args.sample:
             make_sample_repos(scratch)
-        repos = RepoLocator(repos_dir or scratch)
+        repos = RepoLocator(repos_dir or scratch) if repos_dir or args.sample else RepoLocator()
         # A directory holding none of the clones (a wrong layout, a wrong directory) would make
         # every run `missing_repository`: said here, before any test runs.
-        repos.require_some(i.repo for i in instances if i.instance_id in predicted)
+        if repos.repos_dir is not None:
+            repos.require_some(i.repo for i in instances if i.instance_id in predicted)
         report = evaluate_predictions(predictions, instances, repos, specs, options, progress=True)
     return report, write_report(report, out)
 

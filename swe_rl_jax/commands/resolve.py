@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--instances", help="SWE-bench instances, JSONL or JSON array")
     p.add_argument("--repos", help=f"directory with one clone per repository: {REPOS_LAYOUT}")
+    p.add_argument("--images", help="with --scaffold agent: run each episode in its dataset's container image from "
+                                    "this directory (agent.images.dir; docs/HARNESS.md, \"Images\"); --repos "
+                                    "becomes optional")
     p.add_argument("--out", help="predictions JSONL to write (appended to: a rerun resumes)")
     p.add_argument("--endpoint", help="an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
                                       "(default: the in-process sampler on model.checkpoint)")
@@ -66,9 +69,15 @@ def parse_args(argv: Sequence[str]) -> ResolveConfig:
     config = load_config(ResolveConfig, args.config, [*args.overrides, *endpoint])
     flags = {k: v for k, v in (("instances", args.instances), ("repos", args.repos), ("out", args.out),
                                ("shard", args.shard), ("scaffold", args.scaffold)) if v}
+    if args.images:
+        flags["agent"] = dataclasses.replace(config.agent, images=dataclasses.replace(config.agent.images,
+                                                                                      dir=args.images))
     config = dataclasses.replace(config, **flags)
     require(bool(config.instances), "instances", "is required (--instances FILE)")
-    require(bool(config.repos), "repos", "is required (--repos DIR)")
+    require(not config.agent.images.enabled or config.scaffold == "agent", "images",
+            "runs agent episodes in images: give it with --scaffold agent")
+    require(bool(config.repos) or config.agent.images.enabled, "repos",
+            "is required (--repos DIR; with --scaffold agent, --images DIR may serve instead)")
     return config
 
 

@@ -28,13 +28,22 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "problem_statement", "patch")
 OPTIONAL_FIELDS = ("test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "created_at", "version",
-                   "environment_setup_commit", "requirements", "test_cmd", "related_files")
+                   "environment_setup_commit", "requirements", "test_cmd", "log_format", "image", "related_files",
+                   "unstable_tests")
 # Other names that real exports use for a field; the canonical name wins when both are present.
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "patch": ("golden_patch", "gold_patch"),
     "FAIL_TO_PASS": ("fail_to_pass",),
     "PASS_TO_PASS": ("pass_to_pass",),
+    "image": ("image_name", "docker_image"),  # SWE-smith's; SWE-rebench's and R2E-Gym's
 }
+# The log parsers of SWE-bench's harness (and its forks: SWE-rebench's rows name one in
+# `install_config.log_parser`) that read a log as one of the harness's formats does (logformats.py).
+LOG_PARSER_FORMATS = {"parse_log_pytest": "pytest", "parse_log_pytest_options": "pytest",
+                      "parse_log_pytest_v2": "pytest", "parse_log_astropy": "pytest", "parse_log_django": "django",
+                      "parse_log_sympy": "sympy", "parse_log_matplotlib": "pytest", "parse_log_seaborn": "pytest",
+                      "parse_log_sphinx": "pytest", "parse_log_xarray": "pytest", "parse_log_requests": "pytest",
+                      "parse_log_pylint": "pytest", "parse_log_scikit": "pytest"}
 REPOS_LAYOUT = "<owner>__<name>, <owner>/<name> or <name> (a clone, bare clone or worktree; a .git suffix works too)"
 # Regular files only: symlinks (120000) hold a target path and gitlinks (160000) a commit.
 _REGULAR_MODES = (b"100644", b"100755")
@@ -75,6 +84,10 @@ class Instance:
     environment_setup_commit: str = ""
     requirements: tuple[str, ...] = ()  # pip requirement strings
     test_cmd: str = ""  # the command that runs the tests (test files are appended)
+    log_format: str = ""  # how its output reads (specs.LOG_FORMATS, or a SWE-bench parser's name); "" = the spec's
+    image: str = ""  # the container image of its environment (harness/images.py); "" = SWE-bench's naming rule
+    # Tests validation found unstable (harness/stability.py), moved out of FAIL_TO_PASS and PASS_TO_PASS.
+    unstable_tests: tuple[str, ...] = ()
     # Context files chosen upstream (`curate`: a policy or the import heuristic); the SWE-RL task
     # shows these instead of ranking its own (data/tasks.py).
     related_files: tuple[str, ...] = ()
@@ -103,14 +116,37 @@ def check_field_map(fields: Mapping[str, str]) -> None:
                              f"known: {', '.join(known)}")
 
 
+_MISSING = object()
+
+
+def column(data: Mapping[str, Any], name: str) -> Any:
+    """The value of column `name` of a row, or of a nested one when no column has the name:
+    `install_config.test_cmd` (a dict column, or one stored as a JSON string); _MISSING when absent."""
+    if name in data:
+        return data[name]
+    value: Any = data
+    for part in name.split("."):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                return _MISSING
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
 def canonical_fields(data: Mapping[str, Any], fields: Mapping[str, str]) -> dict[str, Any]:
-    """`data` with each instance field filled from its explicit column (`fields`), else from its
-    first alias present, unless it is there under its own name."""
+    """`data` with each instance field filled from its explicit column (`fields`; a dotted name
+    reaches into a nested column), else from its first alias present, unless it is there under
+    its own name."""
     out = dict(data)
     for field in REQUIRED_FIELDS + OPTIONAL_FIELDS:
         if field in fields:
-            if fields[field] in data:
-                out[field] = data[fields[field]]
+            value = column(data, fields[field])
+            if value is not _MISSING:
+                out[field] = value
             continue
         if field not in out:
             for alias in FIELD_ALIASES.get(field, ()):
@@ -129,6 +165,27 @@ def _requirements(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InputError(f"{where}: field 'requirements' must be a list of pip requirement strings")
     return tuple(v for v in value if v and not v.startswith("#"))
+
+
+def _command(value: Any, where: str) -> str:
+    """`test_cmd`: a string, or a list of commands (SWE-rebench's later rows) whose last one runs the
+    tests and is the one whose output its harness parses."""
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return value[-1]
+    if value is None or isinstance(value, str):
+        return value or ""
+    raise InputError(f"{where}: field 'test_cmd' must be a string or a list of strings")
+
+
+def _log_format(value: Any, where: str) -> str:
+    from swe_rl_jax.harness.logformats import PARSERS
+
+    name = str(value or "")
+    name = LOG_PARSER_FORMATS.get(name, name)
+    if name and name not in PARSERS:
+        raise InputError(f"{where}: field 'log_format' names no log format the harness reads: {value!r}; known: "
+                         f"{', '.join([*PARSERS, *LOG_PARSER_FORMATS])}")
+    return name
 
 
 def instance_from_dict(data: Any, where: str) -> Instance:
@@ -159,7 +216,10 @@ def instance_from_dict(data: Any, where: str) -> Instance:
         version=str(data.get("version") or ""),
         environment_setup_commit=str(data.get("environment_setup_commit") or ""),
         requirements=_requirements(data.get("requirements"), where),
-        test_cmd=str(data.get("test_cmd") or ""),
+        test_cmd=_command(data.get("test_cmd"), where),
+        log_format=_log_format(data.get("log_format"), where),
+        image=str(data.get("image") or ""),
+        unstable_tests=_string_list(data.get("unstable_tests"), where, "unstable_tests"),
         related_files=_string_list(data.get("related_files"), where, "related_files"),
     )
 

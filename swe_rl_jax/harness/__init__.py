@@ -9,10 +9,15 @@ refused), `integrity` (the allowlist of what a patch, and an install step, may c
 `treestate` (a tree's state, read without following links), `directives` (what the test command
 gets), `pytestguard` (plugin autoload off, sentinel tests hidden among the instance's, forged
 summaries), `sandbox` (the one sandbox for model-written code: bubblewrap's minimal view,
-limits in CPU time, no network), `testlog` (statuses), `logformats` (pytest, django, sympy
+limits in CPU time, no network), `cgroups` (a cgroup per sandboxed command: CPU of every process,
+memory summed, processes), `runfs` (a run's own file system of a set size and inode count),
+`leftovers` (what a killed harness leaves, removed by the next), `testlog` (statuses), `logformats` (pytest, django, sympy
 logs), `grading` (the official rules), `runner` (one test run: the Python API), `workspace` (a
 work tree held open across many sandboxed commands, and its diff computed by root: the agent's
-environment), `evaluation` (predictions → report).
+environment), `evaluation` (predictions → report), `images` (the datasets' container images unpacked into a
+read-only cache: the sandbox's root in image mode), `imagerepo` (an image's repository, cloned as an
+unprivileged user, and a run's work tree from its files), `stability` (tests whose status hangs on
+the run, left out of verdicts).
 """
 from swe_rl_jax.harness.environments import (
     Environment,

@@ -77,6 +77,10 @@ class EnvironmentOptions:
         """Where the base commits' history stores are kept (harness/checkout.py), beside the environments."""
         return self.root() / "histories"
 
+    def image_root(self) -> Path:
+        """Where images are unpacked (harness/images.py), beside the environments."""
+        return self.root() / "images"
+
 
 class EnvironmentBuildError(RuntimeError):
     """Creating the virtualenv or installing its requirements failed (message: the tool's output)."""

@@ -36,26 +36,30 @@ from typing import Any, Mapping, Optional, Sequence
 from swe_rl_jax.config import require
 from swe_rl_jax.data.records import iter_jsonl
 from swe_rl_jax.data.sources import GitError, GitRepo, InputError, Instance, RepoLocator
-from swe_rl_jax.files import absolute, input_file, output_dir, replacing_dir, write_text_atomic
+from swe_rl_jax.files import absolute, input_dir, input_file, output_dir, replacing_dir, write_text_atomic
 from swe_rl_jax.harness.defaults import resolve_spec
 from swe_rl_jax.harness.environments import Environment, EnvironmentBuildError, EnvironmentOptions, ensure_environment
 from swe_rl_jax.harness.grading import NO, RESOLUTION_STATUSES, FULL, resolution_status, tests_status, xfail_outcomes
 from swe_rl_jax.harness.pytestguard import MAX_FAILING_SENTINELS
-from swe_rl_jax.harness.runner import TestRun, run_tests
-from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, interruptible_pool, isolation_mode
+from swe_rl_jax.harness.imagerepo import image_clone
+from swe_rl_jax.harness.images import Image, ImageError, ImageOptions, check_image_tools, instance_image
+from swe_rl_jax.harness.runner import HASH_SEED, RunEnvironment, TestRun, run_tests
+from swe_rl_jax.harness.sandbox import Isolation, Limits, check_work_dir, image_isolation, interruptible_pool, \
+    isolation_mode
 from swe_rl_jax.harness.specs import RepoSpec, load_specs, spec_for
 
 log = logging.getLogger(__name__)
 
 ERROR_KINDS = ("unknown_instance", "no_tests", "empty_patch", "malformed_patch", "unsupported_format",
                "invalid_path", "does_not_apply", "test_patch_failed", "missing_repository", "missing_base_commit",
-               "checkout_failed", "env_build_failed", "install_failed", "timeout", "no_test_results", "tampered",
-               "internal_error")
+               "missing_image", "image_failed", "checkout_failed", "env_build_failed", "install_failed", "timeout",
+               "memory_limit", "disk_limit", "process_limit", "no_test_results", "tampered", "internal_error")
 # Errors that say the environment, not the patch, kept the tests from running.
-ENVIRONMENT_ERRORS = frozenset({"env_build_failed", "install_failed", "no_test_results"})
-# Errors of the harness's set-up, not of the patch: those of the environment, a clone or base commit
-# that is not there, a checkout that failed (it comes before any patch), a crash of the harness.
-SETUP_ERRORS = ENVIRONMENT_ERRORS | {"missing_repository", "missing_base_commit", "checkout_failed", "internal_error"}
+ENVIRONMENT_ERRORS = frozenset({"env_build_failed", "install_failed", "no_test_results", "image_failed"})
+# Errors of the harness's set-up, not of the patch: those of the environment, a clone, base commit or
+# image that is not there, a checkout that failed (it comes before any patch), a crash of the harness.
+SETUP_ERRORS = ENVIRONMENT_ERRORS | {"missing_repository", "missing_base_commit", "missing_image", "checkout_failed",
+                                     "internal_error"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +71,8 @@ class HarnessOptions:
     work_dir: str = ""  # where worktrees are made ("" = the system's temporary directory)
     keep_worktrees: bool = False
     max_failing_sentinels: int = MAX_FAILING_SENTINELS  # per pytest run (harness/pytestguard.py)
+    hash_seed: int = HASH_SEED  # the tests' PYTHONHASHSEED (runner.py)
+    images: ImageOptions = dataclasses.field(default_factory=ImageOptions)  # image mode (harness/images.py)
 
     def __post_init__(self) -> None:
         require(self.workers >= 1, "workers", "must be >= 1")
@@ -88,13 +94,19 @@ class HarnessPlaces:
     work_dir: Path
 
 
-def harness_places(section: str, specs: str, env_cache: str, work_dir: str, isolation: Isolation) -> HarnessPlaces:
+def harness_places(section: str, specs: str, env_cache: str, work_dir: str, isolation: Isolation,
+                   images: ImageOptions = ImageOptions()) -> HarnessPlaces:
     """The places of a run's config section (`verification`, `agent`: errors name `section.key`),
     checked before any model loads or test runs: the spec file read ("" = the built-in table),
     the isolation mode available, the paths absolute, the work directory ("" = the system's
-    temporary directory) made and passable by the sandbox user."""
+    temporary directory) made and passable by the sandbox user; in image mode, the images'
+    directory there and the tools it needs."""
     table = load_specs(specs, f"{section}.specs") if specs else {}
     mode = isolation_mode(isolation)
+    if images.enabled:
+        input_dir(images.dir, f"{section}.images.dir")
+        mode = image_isolation(isolation)
+        check_image_tools()
     env_options = EnvironmentOptions(cache_dir=str(output_dir(env_cache, f"{section}.env_cache")) if env_cache else "")
     place = output_dir(work_dir, f"{section}.work_dir") if work_dir else Path(tempfile.gettempdir())
     place.mkdir(parents=True, exist_ok=True)
@@ -127,8 +139,8 @@ def load_predictions(path: str | Path, what: str = "predictions file") -> list[d
 def _record(instance_id: str, patch: str, **fields: Any) -> dict[str, Any]:
     record = {"instance_id": instance_id, "patch_exists": bool(patch.strip()), "patch_applied": False,
               "apply_method": None, "resolved": False, "resolution_status": NO, "error": None, "message": "",
-              "tests_status": {}, "test_statuses": {}, "xfail": {}, "reset_files": [], "forgery_bound": None,
-              "guarded": False, "seconds": 0.0, "environment": None}
+              "tests_status": {}, "test_statuses": {}, "xfail": {}, "unstable_tests": [], "reset_files": [],
+              "forgery_bound": None, "guarded": False, "seconds": 0.0, "environment": None}
     record.update(fields)
     return record
 
@@ -142,25 +154,60 @@ def _run_error(run: TestRun) -> Optional[str]:
 
 class InstanceSetupError(Exception):
     """An instance whose code cannot be run here (`kind`: missing_repository, missing_base_commit,
-    env_build_failed)."""
+    env_build_failed, missing_image, image_failed)."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind
 
 
-def instance_environment(instance: Instance, repo_dir: Optional[Path], spec: RepoSpec,
-                         env_options: EnvironmentOptions) -> tuple[Path, RepoSpec, Environment]:
-    """The clone, the spec completed from the base commit (defaults.resolve_spec) and the cached
-    environment of `instance`: what a test run or an agent's work tree starts from.
-    InstanceSetupError when the clone or its base commit is missing or the environment does not build."""
-    if repo_dir is None:
-        raise InstanceSetupError("missing_repository", f"no clone of {instance.repo}")
+def _require_base_commit(instance: Instance, repo_dir: Path) -> None:
     try:
         if GitRepo(repo_dir).resolve(instance.base_commit) is None:
             raise InstanceSetupError("missing_base_commit", f"{instance.base_commit} not in {repo_dir}")
     except GitError as e:
         raise InstanceSetupError("missing_repository", str(e)) from None
+
+
+def _image_environment(instance: Instance, repo_dir: Optional[Path], spec: RepoSpec,
+                       env_options: EnvironmentOptions, images: ImageOptions) -> tuple[Path, RepoSpec, Image]:
+    """Image mode's `instance_environment`: the instance's image (harness/images.py), the clone or,
+    without one, the image's own repository (imagerepo.py), and the spec's test keys."""
+    try:
+        image = instance_image(instance, images, images.cache_root(env_options.image_root()))
+        repo_dir = repo_dir if repo_dir is not None else image_clone(image, full=True)
+    except ImageError as e:
+        raise InstanceSetupError(e.kind, str(e)) from None
+    _require_base_commit(instance, repo_dir)
+    return repo_dir, spec.for_image(), image
+
+
+def instance_repository(instance: Instance, repo_dir: Optional[Path], env_options: EnvironmentOptions,
+                        images: ImageOptions = ImageOptions()) -> Optional[Path]:
+    """The clone `instance` is read from: `repo_dir`, else (image mode) the image's own repository; None
+    when neither is there."""
+    if repo_dir is not None or not images.enabled:
+        return repo_dir
+    try:
+        image = instance_image(instance, images, images.cache_root(env_options.image_root()))
+        return image_clone(image, full=True)
+    except ImageError:
+        return None
+
+
+def instance_environment(instance: Instance, repo_dir: Optional[Path], spec: RepoSpec,
+                         env_options: EnvironmentOptions, images: ImageOptions = ImageOptions()
+                         ) -> tuple[Path, RepoSpec, RunEnvironment]:
+    """The clone, the spec completed from the base commit (defaults.resolve_spec) and the cached
+    environment of `instance` (with `images` on: its image, the spec's test keys, and the image's own
+    repository when no clone is given): what a test run or an agent's work tree starts from.
+    InstanceSetupError when the clone, its base commit or the image is missing or the environment
+    does not build."""
+    if images.enabled:
+        return _image_environment(instance, repo_dir, spec, env_options, images)
+    if repo_dir is None:
+        raise InstanceSetupError("missing_repository", f"no clone of {instance.repo}")
+    _require_base_commit(instance, repo_dir)
     try:
         spec = resolve_spec(spec, repo_dir, instance.base_commit)
         return repo_dir, spec, ensure_environment(spec.environment, env_options)
@@ -178,15 +225,15 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
     if not model_patch.strip():
         return _record(instance.instance_id, model_patch, error="empty_patch", message="no patch to apply")
     try:
-        repo_dir, spec, env = instance_environment(instance, repo_dir, spec, options.env)
+        repo_dir, spec, env = instance_environment(instance, repo_dir, spec, options.env, options.images)
     except InstanceSetupError as e:
         return _record(instance.instance_id, model_patch, error=e.kind, message=str(e))
     run = run_tests(repo_dir, instance.base_commit, model_patch, instance.fail_to_pass + instance.pass_to_pass, env,
                     spec, test_patch=instance.test_patch, fail_to_pass=instance.fail_to_pass, limits=options.limits,
-                    install_timeout_s=options.env.build_timeout_s, isolation=isolation,
+                    isolation=isolation,
                     work_dir=Path(options.work_dir) if options.work_dir else None,
                     history_root=options.env.history_root(), max_failing_sentinels=options.max_failing_sentinels,
-                    keep=options.keep_worktrees)
+                    keep=options.keep_worktrees, hash_seed=options.hash_seed)
     status = tests_status(instance.fail_to_pass, instance.pass_to_pass, run.statuses)
     resolution = resolution_status(status) if not run.error else NO
     applied = bool(run.applied) and run.applied[0].applied
@@ -195,6 +242,7 @@ def evaluate_instance(instance: Instance, model_patch: str, repo_dir: Optional[P
                    resolution_status=resolution, error=_run_error(run), message=run.message,
                    tests_status=status if run.statuses else {}, test_statuses=run.statuses,
                    xfail=xfail_outcomes(instance.fail_to_pass, instance.pass_to_pass, run.statuses),
+                   unstable_tests=list(instance.unstable_tests),
                    reset_files=list(run.reset_files), forgery_bound=run.forgery_bound, guarded=run.guarded,
                    seconds=time.perf_counter() - start, environment=env.key,
                    log=run.log or run.message)
@@ -261,6 +309,9 @@ def evaluate_predictions(predictions: Sequence[Mapping[str, Any]], instances: Se
     from tqdm import tqdm
 
     isolation = isolation_mode(options.isolation)
+    if options.images.enabled:
+        isolation = image_isolation(options.isolation)
+        check_image_tools()
     by_id = index_instances(instances)
     work_dir = options.work_dir or tempfile.gettempdir()
     Path(work_dir).mkdir(parents=True, exist_ok=True)

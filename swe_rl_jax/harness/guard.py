@@ -21,8 +21,10 @@ of other test runners (django's, sympy's) get the hook's evidence only; interpre
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
+import difflib
 import hashlib
 import hmac
 import json
@@ -41,6 +43,7 @@ CONFIG_VARIABLE = "SWE_RL_JAX_GUARD"
 _MAX_CHANNEL_BYTES = 256 << 20  # a run's records past this are not read (a forger's flood; ~1 M tests)
 _DRAIN_CHUNK = 1 << 16
 _FAVOURABLE = frozenset({PASSED, XPASS, XFAIL, SKIPPED})  # the outcomes a forger would want
+GUARD_EXIT = 86  # the status the hook ends the test process with (guard_files/sitecustomize.py)
 
 
 def blob_id(data: bytes) -> str:
@@ -62,6 +65,50 @@ def trusted_files(worktree: Path, untrusted: Sequence[str]) -> dict[str, str]:
                 rel = os.path.relpath(path, worktree)
                 if rel not in skip and not os.path.islink(path):
                     out[rel] = blob_id(Path(path).read_bytes())
+    return out
+
+
+_CODE_NODES = {ast.FunctionDef: None, ast.AsyncFunctionDef: None, ast.ClassDef: None, ast.Lambda: "<lambda>",
+               ast.ListComp: "<listcomp>", ast.SetComp: "<setcomp>", ast.DictComp: "<dictcomp>",
+               ast.GeneratorExp: "<genexpr>"}
+
+
+def kept_code(before: bytes, after: bytes) -> list[tuple[int, str]]:
+    """(first line, name) of each function, class body, lambda and comprehension of `after` (a file the
+    model patch changed; `before`: the base commit's) whose lines, from its first decorator to its last
+    line, are one run of `before`'s lines the patch kept in place and in order (difflib): code of the
+    base commit, as it was. A code object's `co_firstlineno` and `co_name` name it in the test process
+    (the decorator's line and the `def`'s are both given: interpreters differ). Nothing when `after`
+    does not parse."""
+    try:
+        tree = ast.parse(after)
+    except (SyntaxError, ValueError):
+        return []
+    kept_runs = [(j1 + 1, j2) for tag, _, _, j1, j2 in difflib.SequenceMatcher(
+        None, before.splitlines(), after.splitlines(), autojunk=False).get_opcodes() if tag == "equal"]
+    out = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind not in _CODE_NODES:
+            continue
+        name = _CODE_NODES[kind] or node.name
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        if any(start <= first and node.end_lineno <= end for start, end in kept_runs):
+            out.update({(first, name), (node.lineno, name)})
+    return sorted(out)
+
+
+def patched_code(worktree: Path, before: Mapping[str, bytes]) -> dict[str, tuple[str, list[tuple[int, str]]]]:
+    """Work-tree path -> (blob id now, `kept_code`) of each Python file the model patch changed that the
+    base commit has (`before`: path -> its contents there), read before any code of the run started.
+    The guard trusts those code objects of the file and nothing else of it (a file whose contents
+    change before they are compiled loses even those)."""
+    out = {}
+    for rel, old in before.items():
+        path = worktree / rel
+        if rel.endswith(".py") and path.is_file() and not path.is_symlink():
+            now = path.read_bytes()
+            out[rel] = (blob_id(now), kept_code(old, now))
     return out
 
 
@@ -89,13 +136,23 @@ class GuardReport:
     def guarded(self) -> bool:
         return self.loaded and not self.problem and self.configured and self.finished is not None
 
-    def tampering(self, log_statuses: Mapping[str, str], pytest_run: bool) -> Optional[str]:
-        """Why the run's results cannot stand, or None. `log_statuses`: the log's, as parsed."""
+    def proof(self, returncode: Optional[int]) -> Optional[str]:
+        """What proves tampering whatever else the run did: the hook's evidence, a channel written by
+        someone else, or the process ended by the hook with its record lost (the code under test had
+        closed or taken the channel's descriptor), as one line; else None."""
         if self.problem:
             return f"the guard's channel: {self.problem}"
         if self.evidence:
             event, where, line, what = self.evidence[0]
             return f"the guard saw {event} from {where}:{line}" + (f" ({what})" if what else "")
+        if self.loaded and returncode == GUARD_EXIT:
+            return "the guard ended the test process, and its record of why did not reach the harness"
+        return None
+
+    def tampering(self, log_statuses: Mapping[str, str], pytest_run: bool) -> Optional[str]:
+        """Why the run's results cannot stand, beyond `proof`, or None. `log_statuses`: the log's, as parsed."""
+        if self.problem or self.evidence:
+            return self.proof(None)
         if not pytest_run or not self.loaded:
             return None
         named = [t for t in log_statuses if "::" in t]
@@ -235,9 +292,14 @@ def _drain(fd: int, into: bytearray) -> None:
 
 @contextlib.contextmanager
 def start_guard(scratch: Path, worktree: Path, trusted: Mapping[str, str], tests: Sequence[str],
-                trusted_roots: Sequence[Path]) -> Iterator[Guard]:
+                trusted_roots: Sequence[Path], untrusted_roots: Sequence[Path] = (),
+                partly_trusted: Mapping[str, tuple[str, Sequence[tuple[int, str]]]] = {}) -> Iterator[Guard]:
     """The guard of one test command (module docstring): its files copied to `scratch/guard/`, the key
-    written into a pipe, the channel drained by a thread. Use the yielded Guard's `env`, `pass_fds` and
+    written into a pipe, the channel drained by a thread. `worktree`: where the command sees its work
+    tree; `trusted_roots`: directories whose files the harness vouches for (the cached environments'
+    site-packages; `/` for an image), less the `untrusted_roots` below them (the run's sandbox); the
+    standard library is found by the guard itself; `partly_trusted`: the files the model patch changed,
+    with the code of each it kept (`patched_code`). Use the yielded Guard's `env`, `pass_fds` and
     `directory` (a PYTHONPATH entry to put first, and a path to make readable in the sandbox) for the
     command, then `Guard.report()`. The descriptors are closed on exit."""
     directory = scratch / "guard"
@@ -252,7 +314,8 @@ def start_guard(scratch: Path, worktree: Path, trusted: Mapping[str, str], tests
     os.close(key_write)
     config = {"key_fd": key_read, "channel_fd": channel_write, "mode": "test", "plugin": PLUGIN,
               "worktree": str(worktree), "trusted": dict(trusted), "tests": list(tests),
-              "trusted_roots": [str(p) for p in trusted_roots]}
+              "partly_trusted": {rel: [blob, [list(c) for c in kept]] for rel, (blob, kept) in partly_trusted.items()},
+              "trusted_roots": [str(p) for p in trusted_roots], "untrusted_roots": [str(p) for p in untrusted_roots]}
     config_path = directory / "config.json"
     config_path.write_text(json.dumps(config))
     config_path.chmod(0o444)

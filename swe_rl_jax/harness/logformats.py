@@ -62,15 +62,17 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
-def _node_id(rest: str) -> str:
-    """The node id at the start of `rest`, without a trailing " - message"."""
+def _node_id(rest: str, reason_follows: bool = False) -> str:
+    """The node id at the start of `rest`, without a trailing " - message"; with `reason_follows`,
+    without whatever follows its first space outside brackets either (pytest before 8 writes
+    `XPASS id reason`, with no " - ")."""
     depth = 0
     for i, c in enumerate(rest):
         if c == "[":
             depth += 1
         elif c == "]":
             depth = max(0, depth - 1)
-        elif depth == 0 and rest.startswith(" - ", i):
+        elif depth == 0 and (rest.startswith(" - ", i) or (reason_follows and c == " ")):
             return rest[:i]
     return rest.rstrip()
 
@@ -98,7 +100,7 @@ def _summary_entries(lines: Sequence[str]) -> list[tuple[str, str]]:
         status, rest = match.groups()
         if status == SKIPPED and rest.startswith("["):  # "SKIPPED [1] file.py:12: reason": no node id
             continue
-        entries.append((status, _node_id(rest)))
+        entries.append((status, _node_id(rest, reason_follows=status == XPASS)))
     return entries
 
 

@@ -228,21 +228,21 @@ def _imports(tree: ast.Module) -> list[tuple[str, str]]:
     return [(bound, source) for bound, source in pairs if bound not in deleted]
 
 
-def _package_names(tree: ast.Module, is_package: Callable[[str], bool]) -> list[str]:
-    """Names the module imports from the package under test (`is_package` of the top-level module;
-    a relative import always), else from outside the standard library, else any."""
+def _package_names(tree: ast.Module, is_package: Callable[[str], bool]) -> tuple[list[str], list[str]]:
+    """Names the module imports: those an identity sentinel may name (from the package under test,
+    `is_package` of the top-level module or a relative import; else from outside the standard
+    library; else any), and those a sentinel may call: from the package under test only, nothing of
+    pytest's own (_NEVER_CALLED). Calling the standard library or another package with a test's
+    arguments (`os.symlink("a", "b")`) would repeat that test's side effects, not the package's."""
     tiers: tuple[list[str], list[str], list[str]] = ([], [], [])
     for bound, source in _imports(tree):
         top = source.lstrip(".").split(".")[0]
         tier = 0 if source.startswith(".") or is_package(top) else 2 if top in sys.stdlib_module_names else 1
         tiers[tier].append(bound)
-    return list(dict.fromkeys(next((t for t in tiers if t), [])))
-
-
-def _callable_names(tree: ast.Module, names: Sequence[str]) -> list[str]:
-    """Of `names`, those the file does not import from pytest's own packages (_NEVER_CALLED)."""
+    named = list(dict.fromkeys(next((t for t in tiers if t), [])))
     sources = dict(_imports(tree))
-    return [n for n in names if sources.get(n, "").lstrip(".").split(".")[0] not in _NEVER_CALLED]
+    callable_ = [n for n in dict.fromkeys(tiers[0]) if sources.get(n, "").lstrip(".").split(".")[0] not in _NEVER_CALLED]
+    return named, callable_
 
 
 def _literal(node: ast.AST) -> bool:
@@ -318,6 +318,18 @@ def _test_words(tree: ast.Module) -> list[str]:
     return list(dict.fromkeys(w for w in words if w != "test")) or list(_FALLBACK_WORDS)
 
 
+def _names_used(tree: ast.Module) -> set[str]:
+    """Every name the file binds or reads: a sentinel's local must be none of them (`result = [result]`
+    on an imported `result` raises UnboundLocalError)."""
+    out = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".", 1)[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+    return out | _defined_names(tree)
+
+
 def _defined_names(tree: ast.Module) -> set[str]:
     return {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                         ast.ClassDef))}
@@ -364,6 +376,7 @@ class _Offer:
     callees: list[str]  # what its tests call in the package
     expected: list[str]  # constants its tests compare results with
     places: list[int]  # where a top-level function may go
+    used: set[str]  # every name it binds or reads (`_names_used`)
 
 
 @dataclasses.dataclass
@@ -376,14 +389,16 @@ class _TestFile:
 
 
 def _read_test_file(worktree: Path, path: str) -> Optional[_TestFile]:
-    """The test file at `path` (a checked path of the work tree), or None where sentinels cannot go."""
+    """The test file at `path` (a checked path of the work tree), or None where sentinels cannot go: a
+    file of no test function is a module the tests use (sphinx's documented `target/` modules, whose
+    every function its tests read)."""
     data = (worktree / path).read_bytes()
     try:
         text, encoding = _decode(data)
         tree = parse_source(text, path)
     except (SyntaxError, ValueError):  # another Python's syntax or encoding (SourceSyntaxError): left alone
         return None
-    if not _module_marks_safe(tree):
+    if not _module_marks_safe(tree) or next(_test_functions(tree), None) is None:
         return None
     return _TestFile(path, tree, text.splitlines(keepends=True), encoding, "\r\n" if b"\r\n" in data else "\n")
 
@@ -409,7 +424,8 @@ def _function(name: str, must_pass: bool, offer: _Offer, first: bool) -> str:
     equality: what a patch is to change is where a forger would return such an object. A call that
     raises fails there, as real failing tests do. Nothing of the harness's own is in them: no
     argument, no statement that all of them share."""
-    local = _RANDOM.choice(_LOCALS)
+    free = [v for v in _LOCALS if v not in offer.used] or [f"{v}_{_RANDOM.randint(2, 99)}" for v in _LOCALS]
+    local = _RANDOM.choice(free)
     if must_pass:
         return f"def {name}():\n{_RANDOM.choice(_PASSING_BODIES).format(n=_RANDOM.choice(offer.names), v=local)}\n\n"
     if first and offer.graded_calls:
@@ -419,7 +435,7 @@ def _function(name: str, must_pass: bool, offer: _Offer, first: bool) -> str:
         weighted = [c for c in weighted for _ in range(3)] + [f"{c}()" for c in offer.callees]
         call = _RANDOM.choice(weighted) if weighted else ""
     body = f"    {local} = {call}\n" if call else ""
-    other = _RANDOM.choice([v for v in _LOCALS if v != local])
+    other = _RANDOM.choice([v for v in free if v != local] or [f"{local}_{_RANDOM.randint(2, 99)}"])
     if call and len(offer.expected) >= 2 and (first or _RANDOM.random() < 0.5):
         one, two = _RANDOM.sample(list(offer.expected), 2)
         return f"def {name}():\n{body}    assert {local} == {one} and {local} == {two}\n\n"
@@ -466,12 +482,13 @@ def place_sentinels(worktree: Path, directives: Sequence[str], fail_to_pass: Seq
 
     offers = {}
     for f in files:
-        names = _package_names(f.tree, is_package) or ["__name__"]
-        callable_names = _callable_names(f.tree, names)
+        names, callable_names = _package_names(f.tree, is_package)
+        names = names or ["__name__"]
         graded_here = {t.rsplit("::", 1)[-1].split("[", 1)[0] for t in fail_to_pass if _same_file(_file_of(t), f.path)}
         calls, graded_calls = _test_calls(f.tree, callable_names, graded_here)
         offers[f.path] = _Offer(_test_words(f.tree), names, calls, graded_calls, _test_callees(f.tree, callable_names),
-                                _expected_values(f.tree), _insertion_lines(f.tree, len(f.lines)))
+                                _expected_values(f.tree), _insertion_lines(f.tree, len(f.lines)),
+                                _names_used(f.tree))
     inserts: dict[str, dict[int, list[str]]] = {f.path: {} for f in files}
     sentinels, firsts = [], set()
     for must_pass, target in plan:

@@ -25,6 +25,13 @@ Three modes, chosen once per process by `isolation_mode("auto")` (the strongest 
   would outlive the run) and new namespaces (a user namespace would give its code capabilities
   there, and much of the kernel to attack), and `/etc/passwd`, `group`, `hosts` and `hostname`
   are the sandbox's own, handed to bubblewrap through pipes (nothing is left on disk).
+  In image mode (`View.image`, an `ImageRoot`: harness/images.py) the same, with an image's file
+  system read-only at `/` instead of the host's system directories (a directory of it that lacks a
+  mount point the run needs rebuilt as a tmpfs of binds, `_graft`), the image's accounts plus the
+  run's user, the work tree at the image's repository path, and the host's setpriv run by the
+  host's loader from bubblewrap's /dev (the image has neither): `_image_root_args`,
+  `_image_sandbox_args`, `_image_setpriv`. `run_on_untrusted_data` runs a host tool (git) on data
+  that came with an image, as a user of its own in the host view.
 - `namespaces` (the fallback where bubblewrap is missing: root with util-linux `unshare`): new
   network, mount, PID, IPC and UTS namespaces; the root file system remounted read-only and only
   the sandbox directory writable, a private `/dev/shm`; the directories the sandbox user must
@@ -43,17 +50,28 @@ In both namespace modes the command is PID 1's child in its own PID namespace: w
 killed, the kernel kills every process it left behind, and a harness that dies takes its runs
 with it (bubblewrap's `--die-with-parent`, `setpriv --pdeathsig`).
 
-Limits (util-linux `prlimit`, required in every mode): address space (`memory_mb`, RLIMIT_AS), size of any file written
-(`file_size_mb`, RLIMIT_FSIZE, which also caps the captured output), processes (`max_processes`,
-RLIMIT_NPROC, namespace modes only: it counts per user, and there the user is `nobody`). Time is
-counted in **CPU seconds** of the whole run (every process it started, `timeout_s`), so a verdict
-does not depend on how busy the machine is (a wall-clock limit turns an honest run on a loaded
-host into a `timeout`, and an RL reward that flakes with load teaches noise); a wall-clock
-backstop (`wall_timeout_s`, by default WALL_FACTOR x `timeout_s`) ends runs that hang without
-using the CPU. On either limit the whole process group is killed with SIGKILL (and with it the
-PID namespace).
-Output (stdout and stderr together) goes to an unlinked temporary file, so a chatty test can
-neither block on a full pipe nor fill the harness's memory.
+Limits. Kernel limits per command, where this process can use cgroups (cgroups.py: v1 or v2, found
+at run time; root): the command starts inside a cgroup of its own (cgexec, so nothing it starts is
+ever outside), which counts the CPU time of every process it ever held, the ones that ended
+included (children reaped by the kernel when SIGCHLD is ignored, which /proc no longer shows),
+holds their memory together under `memory_mb` (the kernel kills a process past it: `limit`
+"memory") and their number under `max_processes` (a fork past it fails: `limit` "processes"); the
+group is removed when the command ends, every process left in it killed first. Without cgroups
+(not root) CPU time is read from /proc (which misses those reaped children) and the process count
+is RLIMIT_NPROC's (namespace modes only: it counts per user). In every mode util-linux `prlimit`
+sets the address space of each process (`memory_mb`, RLIMIT_AS) and the size of any file written
+(`file_size_mb`, RLIMIT_FSIZE). Time is counted in **CPU seconds** of the whole run (`timeout_s`),
+so a verdict does not depend on how busy the machine is (a wall-clock limit turns an honest run on
+a loaded host into a `timeout`, and an RL reward that flakes with load teaches noise); a
+wall-clock backstop (`wall_timeout_s`, by default WALL_FACTOR x `timeout_s`) ends runs that hang
+without using the CPU. On either limit the whole process group is killed with SIGKILL (and with it
+the PID namespace). The disk (`disk_mb`, `max_files`) is the run's own file system (runfs.py),
+mounted on the sandbox directory by the run's caller: `limit` "disk" when it ran out.
+`ProcessResult.limit` names the limit that stopped or constrained the command ("" for none).
+Output (stdout and stderr together) goes to a pipe the harness drains as the command runs: it keeps
+the first _HEAD_CHARS and the last _MAX_OUTPUT_CHARS bytes and stops reading at `file_size_mb`
+(writes past it fail: EPIPE), so a chatty test can neither block, nor fill the harness's memory, nor
+touch what the harness has read.
 """
 from __future__ import annotations
 
@@ -63,7 +81,10 @@ import dataclasses
 import fcntl
 import functools
 import os
+import re
 import secrets
+import select
+import selectors
 import shutil
 import signal
 import stat
@@ -73,20 +94,25 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Literal, Mapping, Sequence
+from typing import Callable, Iterator, Literal, Mapping, Optional, Sequence
 
 from swe_rl_jax.config import require
+from swe_rl_jax.harness.cgroups import Layout, RunGroup, host_layout, run_group
+from swe_rl_jax.harness.runfs import command_tmp, run_fs_full
 
 Isolation = Literal["auto", "bwrap", "namespaces", "none"]
 ISOLATION_MODES: tuple[str, ...] = ("auto", "bwrap", "namespaces", "none")
 NOBODY_UID = 65534
 _MAX_OUTPUT_CHARS = 4 << 20  # what is kept of a run's output (its end: pytest's summary is last)
-# The private /tmp and /dev/shm (bwrap; namespaces mode: /dev/shm): memory-backed, so each is capped,
-# as namespaces mode's `size=256m`; without a size a tmpfs may take half the host's RAM.
+# The private /tmp and /dev/shm (bwrap: one file system of the command's own, runfs.command_tmp, of
+# this size and the run's `max_files` inodes, or without root each a tmpfs of bubblewrap's; namespaces
+# mode: /dev/shm): memory-backed, so capped, as namespaces mode's `size=256m`; without a size a tmpfs
+# may take half the host's RAM.
 _TMPFS_BYTES = 256 << 20
 _HEAD_CHARS = 16384  # and of its start, when the end does not hold it (an agent's observation shows both)
 WALL_FACTOR = 3.0  # the default wall-clock backstop, in units of the CPU-time limit
-_POLL_S = 0.25  # how often a running command's CPU time is read
+_POLL_S = 0.25  # how often a running command's CPU time is read at most
+_READ_BYTES = 1 << 16  # one read of a command's output pipe
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 UID_BASE, UID_SLOTS = 3_000_000, 4096  # bwrap: each run's user, outside the ranges hosts give accounts and subuids
 # The system as the sandbox sees it (bwrap): the directories of programs and libraries, and of
@@ -142,13 +168,18 @@ exec "$@"
 """
 
 
+LIMIT_KINDS = ("cpu", "wall", "memory", "disk", "processes")  # what `ProcessResult.limit` may name
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
     timeout_s: float = 300.0  # CPU seconds of the whole command, all its processes together
-    memory_mb: int = 4096  # address space of each process
-    file_size_mb: int = 256  # largest file a process may write (the captured output included)
-    max_processes: int = 256  # processes of the sandbox user (namespace modes)
+    memory_mb: int = 4096  # memory of all its processes together (cgroups); also each one's address space
+    file_size_mb: int = 256  # largest file a process may write; the output read of the command at most
+    max_processes: int = 256  # processes (and threads) of the command together (cgroups; else per user)
     wall_timeout_s: float = 0.0  # the wall-clock backstop; 0 = WALL_FACTOR x timeout_s
+    disk_mb: int = 2048  # the run's file system (runfs.py): its size (at most half of memory_mb: `run_fs_mb`)
+    max_files: int = 50000  # and its files, directories and links
 
     def __post_init__(self) -> None:
         require(self.timeout_s > 0, "timeout_s", "must be > 0")
@@ -156,13 +187,48 @@ class Limits:
         require(self.memory_mb > 0, "memory_mb", "must be > 0")
         require(self.file_size_mb > 0, "file_size_mb", "must be > 0")
         require(self.max_processes > 0, "max_processes", "must be > 0")
+        require(self.disk_mb > 0, "disk_mb", "must be > 0")
+        require(self.max_files > 0, "max_files", "must be > 0")
 
     def wall_s(self) -> float:
         return self.wall_timeout_s or WALL_FACTOR * self.timeout_s
 
+    def run_fs_mb(self) -> int:
+        """The size of the run's file system: `disk_mb`, at most half of `memory_mb`. Its files are
+        memory charged to the command that writes them (runfs.py), so a file system as large as the
+        memory limit would end a command that fills it as out of memory rather than out of disk,
+        with nothing left for its processes."""
+        return max(1, min(self.disk_mb, self.memory_mb // 2))
+
     def describe(self) -> str:
-        """The limits as a report's message says them."""
+        """The time limits as a report's message says them."""
         return f"{self.timeout_s:g} CPU s or {self.wall_s():g} s of wall clock"
+
+    def describe_limit(self, limit: str) -> str:
+        """One of LIMIT_KINDS as a message says it."""
+        return {"cpu": self.describe(), "wall": self.describe(),
+                "memory": f"the memory limit of {self.memory_mb} MB (all its processes together)",
+                "disk": f"the limit of the run's file system ({self.run_fs_mb()} MB; {self.max_files} files, "
+                        "directories and links)",
+                "processes": f"the limit of {self.max_processes} processes"}[limit]
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageRoot:
+    """An image's file system as a run's root (bwrap's image mode; harness/images.py unpacks it): `rootfs`
+    read-only at `/`, the run's work tree `worktree` (a host path inside the sandbox) at `repo_path`."""
+
+    rootfs: Path
+    repo_path: str  # absolute, inside the image: "/testbed" by SWE-bench's convention
+    worktree: Path
+    passwd: str = ""  # the image's own /etc/passwd and /etc/group, to which the run's user is added
+    group: str = ""
+
+    def inside(self, path: Path) -> str:
+        """Where the run sees host `path`: the work tree and what is in it at `repo_path`, the rest at its own path."""
+        if path == self.worktree or self.worktree in path.parents:
+            return str(Path(self.repo_path) / path.relative_to(self.worktree))
+        return str(path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +240,7 @@ class View:
     readable: tuple[Path, ...] = ()  # host paths seen read-only at their own paths
     frozen: tuple[Path, ...] = ()  # paths inside `sandbox` seen read-only (bwrap)
     uid: int = NOBODY_UID  # who the command runs as (bwrap: the run's own, `sandbox_user`)
+    image: Optional[ImageRoot] = None  # bwrap only: the image's file system instead of the host's system
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,20 +250,28 @@ class ProcessResult:
     seconds: float  # wall clock
     output: str  # stdout and stderr interleaved; the last _MAX_OUTPUT_CHARS characters
     isolation: str
-    cpu_seconds: float = 0.0  # of all its processes, as last read while it ran
+    cpu_seconds: float = 0.0  # of all its processes (its cgroup's account once it ended; else as last read)
     output_chars: int = 0  # how long the whole output was (bytes; `output` holds its end)
     output_head: str = ""  # its first _HEAD_CHARS when `output` does not hold the start
+    limit: str = ""  # "" or the one of LIMIT_KINDS that stopped or constrained the command
 
 
 def _tools_present(*names: str) -> bool:
     return all(shutil.which(name) for name in names)
 
 
-def _prlimit(limits: Limits, isolation: str) -> list[str]:
+def _prlimit(limits: Limits, isolation: str, group: Optional[RunGroup]) -> list[str]:
     cmd = ["prlimit", f"--as={limits.memory_mb << 20}", f"--fsize={limits.file_size_mb << 20}"]
-    if isolation != "none":
+    if isolation != "none" and group is None:  # a cgroup counts the command's processes itself
         cmd.append(f"--nproc={limits.max_processes}")
     return cmd + ["--"]
+
+
+def _cgexec(group: Optional[RunGroup]) -> list[str]:
+    """cgroup-tools' cgexec: moves itself into `group`, then runs the rest (cgroups.py)."""
+    if group is None:
+        return []
+    return ["cgexec", *(arg for controllers, path in group.joins for arg in ("-g", f"{controllers}:{path}"))]
 
 
 def closed_ancestors(paths: Sequence[Path]) -> list[Path]:
@@ -210,10 +285,12 @@ def closed_ancestors(paths: Sequence[Path]) -> list[Path]:
     return sorted(out, key=lambda d: len(d.parts))
 
 
-def _identity(uid: int) -> dict[str, str]:
-    """The sandbox's own account files: root, and its user."""
-    return {"passwd": f"root:x:0:0:root:/root:/bin/sh\nsandbox:x:{uid}:{uid}:sandbox:/nonexistent:/bin/sh\n",
-            "group": f"root:x:0:\nsandbox:x:{uid}:\n",
+def _identity(uid: int, image: Optional[ImageRoot] = None) -> dict[str, str]:
+    """The sandbox's own account files: root (an image's own accounts instead), and its user."""
+    passwd = image.passwd if image and image.passwd.strip() else "root:x:0:0:root:/root:/bin/sh\n"
+    group = image.group if image and image.group.strip() else "root:x:0:\n"
+    return {"passwd": f"{passwd.rstrip(chr(10))}\nsandbox:x:{uid}:{uid}:sandbox:/nonexistent:/bin/sh\n",
+            "group": f"{group.rstrip(chr(10))}\nsandbox:x:{uid}:\n",
             "hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
             "hostname": "sandbox\n"}
 
@@ -273,14 +350,24 @@ def _system_args(fds: Mapping[str, int]) -> list[str]:
     return args
 
 
-def _bwrap_command(view: View, cwd: Path, fds: Mapping[str, int]) -> list[str]:
-    """bubblewrap's arguments up to the command: namespaces, then the view (docstring). The private
-    /tmp comes before the binds, which may lie below it; the directories above a bound path are
-    made 0755 (bubblewrap's own are 0700, which the sandbox's user could not pass)."""
+def _private_mounts(tmp: Optional[Path]) -> list[str]:
+    """The private /proc, /dev, /dev/shm and /tmp: the command's own file system `tmp` (with /dev/shm in
+    its `shm/`; runfs.command_tmp), else tmpfs mounts of bubblewrap's."""
+    return ["--proc", "/proc", "--dev", "/dev",
+            *(["--bind", str(tmp / "shm"), "/dev/shm", "--bind", str(tmp), "/tmp"] if tmp is not None else
+              ["--perms", "01777", "--size", str(_TMPFS_BYTES), "--tmpfs", "/dev/shm", "--perms", "01777", "--size",
+               str(_TMPFS_BYTES), "--tmpfs", "/tmp"])]
+
+
+def _bwrap_command(view: View, cwd: Path, fds: Mapping[str, int], tmp: Optional[Path] = None) -> list[str]:
+    """bubblewrap's arguments up to the command: namespaces, then the view (docstring; in image mode
+    the image's file system instead of the host's system, `_image_root_args`, `_image_sandbox_args`).
+    The private /tmp (`_private_mounts`) comes before the binds, which may lie below it; the
+    directories above a bound path are made 0755 (bubblewrap's own are 0700, which the sandbox's user
+    could not pass)."""
     args = ["bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--seccomp", str(fds["seccomp"]),
-            *_system_args(fds), "--proc", "/proc", "--dev", "/dev", "--perms", "01777", "--size", str(_TMPFS_BYTES),
-            "--tmpfs", "/dev/shm", "--perms", "01777", "--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp"]
+            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--seccomp", str(fds["seccomp"])]
+    args += _system_args(fds) + _private_mounts(tmp) if view.image is None else _image_root_args(view, fds, tmp)
     made = {"/", "/tmp", "/usr", "/etc"}
 
     def parents(path: Path) -> list[str]:
@@ -294,10 +381,158 @@ def _bwrap_command(view: View, cwd: Path, fds: Mapping[str, int]) -> list[str]:
     for path in sorted(set(view.readable), key=lambda p: len(Path(p).parts)):
         args += [*parents(path), "--ro-bind", os.path.realpath(path), str(path)]
         made.add(str(path))
+    if view.image is not None:
+        return args + _image_sandbox_args(view, parents) + ["--chdir", view.image.inside(cwd), "--"]
     args += [*parents(view.sandbox), "--bind", str(view.sandbox), str(view.sandbox)]
     for path in view.frozen:
         args += ["--ro-bind", str(path), str(path)]
     return args + ["--chdir", str(cwd), "--"]
+
+
+_IDENTITY_FILES = ("/etc/passwd", "/etc/group", "/etc/hosts", "/etc/hostname")
+
+
+def _image_entry(rootfs: Path, path: str) -> Optional[os.stat_result]:
+    """The image's own entry at absolute `path`, None when a component is missing or is no real
+    directory (a link is never followed: the host reads the image, the image does not lead it)."""
+    current = rootfs
+    for part in [p for p in path.split("/") if p]:
+        try:
+            info = os.lstat(current)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(info.st_mode):
+            return None
+        current = current / part
+    try:
+        return os.lstat(current)
+    except OSError:
+        return None
+
+
+def _is_image_dir(rootfs: Path, path: str) -> bool:
+    entry = _image_entry(rootfs, path)
+    return entry is not None and stat.S_ISDIR(entry.st_mode)
+
+
+def _graft_points(rootfs: Path, mounts: Mapping[str, bool]) -> set[str]:
+    """The image's directories that must be rebuilt as a tmpfs of binds because a mount point of
+    `mounts` (path → whether it is a directory) is missing below them or is of another kind (the
+    image's root is read-only, so bubblewrap could not make it): for each, the deepest real
+    directory on its way."""
+    points = set()
+    for path, is_dir in mounts.items():
+        entry = _image_entry(rootfs, path)
+        if entry is not None and (stat.S_ISDIR(entry.st_mode) if is_dir else stat.S_ISREG(entry.st_mode)):
+            continue
+        parent = str(Path(path).parent)
+        while parent != "/" and not _is_image_dir(rootfs, parent):
+            parent = str(Path(parent).parent)
+        points.add(parent)
+    return points
+
+
+def _graft(rootfs: Path, directory: str, points: set[str], mounts: Mapping[str, bool]) -> list[str]:
+    """`directory` of the image as a tmpfs holding its entries, each bound read-only (a link made
+    again with its target), except the ways to deeper graft points, which are grafted in turn, and
+    the mount points of `mounts`, which their mounts make. The root's tmpfs is bubblewrap's own new root."""
+    info = _image_entry(rootfs, directory)
+    assert info is not None
+    args = [] if directory == "/" else ["--perms", f"{info.st_mode & 0o7777:04o}", "--tmpfs", directory]
+    with os.scandir(rootfs / directory.lstrip("/")) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            path = str(Path(directory) / entry.name)
+            if any(p == path or p.startswith(path + "/") for p in points):
+                if entry.is_dir(follow_symlinks=False):
+                    args += _graft(rootfs, path, points, mounts)
+            elif path in mounts:
+                continue
+            elif entry.is_symlink():
+                args += ["--symlink", os.readlink(entry.path), path]
+            else:
+                args += ["--ro-bind", entry.path, path]
+    return args
+
+
+def _image_mounts(view: View) -> dict[str, bool]:
+    """Every mount point of an image-mode run (path → whether it is a directory) that bubblewrap
+    would have to make in the image's file system: not those below the private /tmp."""
+    image = view.image
+    assert image is not None
+    mounts = {"/proc": True, "/dev": True, "/tmp": True, image.repo_path: True,
+              **{name: False for name in _IDENTITY_FILES}}
+    for path in [*view.readable, *_sandbox_entries(view)]:
+        if not Path(path).is_relative_to("/tmp"):
+            mounts[str(path)] = Path(path).is_dir()
+    return mounts
+
+
+def _sandbox_entries(view: View) -> list[Path]:
+    """What of the sandbox directory an image-mode run sees at its own path: all but the work tree."""
+    assert view.image is not None
+    return [entry for entry in sorted(view.sandbox.iterdir()) if entry != view.image.worktree]
+
+
+# Image mode: where the host's setpriv, its libraries and the host's loader are bound (in bubblewrap's
+# own /dev tmpfs, so no image needs a mount point for them).
+_IMAGE_TOOLS = "/dev/.swe-rl-jax"
+
+
+@functools.lru_cache(maxsize=None)
+def _setpriv_files() -> tuple[tuple[str, str], ...]:
+    """(real path, name the loader looks for) of setpriv and of what it loads (`ldd`): the loader and
+    the libraries by their sonames."""
+    setpriv = shutil.which("setpriv") or "setpriv"
+    proc = subprocess.run(["ldd", setpriv], capture_output=True, text=True, check=False)
+    files = [setpriv, *re.findall(r"(/\S+) \(0x", proc.stdout)]
+    return tuple((os.path.realpath(f), os.path.basename(f)) for f in files)
+
+
+def _image_setpriv(uid: int) -> list[str]:
+    """`_setpriv` run by the host's loader with the host's libraries, from `_IMAGE_TOOLS`."""
+    names = [name for _, name in _setpriv_files()]
+    loader = next(n for n in names if n.startswith("ld-"))
+    return [f"{_IMAGE_TOOLS}/{loader}", "--inhibit-cache", "--library-path", _IMAGE_TOOLS, f"{_IMAGE_TOOLS}/{names[0]}",
+            *_setpriv(uid)[1:]]
+
+
+def _image_root_args(view: View, fds: Mapping[str, int], tmp: Optional[Path] = None) -> list[str]:
+    """Image mode's root: the image's file system read-only at `/`, its directories that lack a
+    mount point the run needs rebuilt around it (`_graft`); the private /proc, /dev, /dev/shm and
+    /tmp, with the host's setpriv in /dev (`_IMAGE_TOOLS`); the image's accounts plus the run's user,
+    the sandbox's hosts and hostname."""
+    image = view.image
+    assert image is not None
+    mounts = _image_mounts(view)
+    points = _graft_points(image.rootfs, mounts)
+    args = [] if "/" in points else ["--ro-bind", str(image.rootfs), "/"]
+    for point in sorted(points, key=lambda p: len(Path(p).parts)):
+        if not any(q != point and Path(point).is_relative_to(q) for q in points):
+            args += _graft(image.rootfs, point, points, mounts)
+    args += _private_mounts(tmp)
+    for source, name in _setpriv_files():
+        args += ["--ro-bind", source, f"{_IMAGE_TOOLS}/{name}"]
+    for name in _IDENTITY_FILES:
+        args += ["--perms", "0444", "--ro-bind-data", str(fds[name.rsplit("/", 1)[1]]), name]
+    return args
+
+
+def _image_sandbox_args(view: View, parents: Callable[[Path], list[str]]) -> list[str]:
+    """Image mode's writable part: the sandbox at its own path but the work tree, which is at the
+    image's repository path (the image's own tree there hidden), the run's test files read-only over
+    it; then every directory rebuilt for a mount point made read-only again."""
+    image = view.image
+    assert image is not None
+    args: list[str] = []
+    for entry in _sandbox_entries(view):
+        args += [*parents(entry), "--bind", str(entry), str(entry)]
+    args += [*parents(Path(image.repo_path)), "--bind", str(image.worktree), image.repo_path]
+    for path in view.frozen:
+        args += ["--ro-bind", str(path), image.inside(path)]
+    points = _graft_points(image.rootfs, _image_mounts(view))
+    for point in sorted(points, key=lambda p: -len(Path(p).parts)):
+        args += ["--remount-ro", point]
+    return args
 
 
 def _setpriv(uid: int) -> list[str]:
@@ -318,21 +553,28 @@ def _namespaces_command(view: View) -> list[str]:
 
 
 def wrap_command(cmd: Sequence[str], view: View, limits: Limits, isolation: str, cwd: Path,
-                 fds: Mapping[str, int] = {}) -> list[str]:
+                 fds: Mapping[str, int] = {}, group: Optional[RunGroup] = None, tmp: Optional[Path] = None) -> list[str]:
     """The full command line that runs `cmd` in `cwd` under `isolation` and `limits`, seeing `view`
-    (bwrap: `fds` from `_data_fds(_payloads(view, isolation))`)."""
-    limited = _prlimit(limits, isolation) + list(cmd)
+    (bwrap: `fds` from `_data_fds(_payloads(view, isolation))`, `tmp` its /tmp when given), inside
+    `group` when given."""
+    limited = _prlimit(limits, isolation, group) + list(cmd)
     if isolation == "none":
-        return limited
+        return _cgexec(group) + limited
+    if isolation == "bwrap" and view.image is not None:
+        # The image has neither tool (nor, maybe, a C library they run with): the limits are set on
+        # bubblewrap and inherited through it (RLIMIT_NPROC counts the run's user once setpriv is it;
+        # root, bubblewrap, is exempt), and setpriv runs with the host's loader and libraries.
+        return (_cgexec(group) + _prlimit(limits, isolation, group) + _bwrap_command(view, cwd, fds, tmp)
+                + _image_setpriv(view.uid) + list(cmd))
     if isolation == "bwrap":
-        return _bwrap_command(view, cwd, fds) + _setpriv(view.uid) + limited
-    return _namespaces_command(view) + _setpriv(view.uid) + limited
+        return _cgexec(group) + _bwrap_command(view, cwd, fds, tmp) + _setpriv(view.uid) + limited
+    return _cgexec(group) + _namespaces_command(view) + _setpriv(view.uid) + limited
 
 
 def _payloads(view: View, isolation: str) -> dict[str, bytes]:
     if isolation != "bwrap":
         return {}
-    return {**{k: v.encode() for k, v in _identity(view.uid).items()}, "seccomp": seccomp_filter()}
+    return {**{k: v.encode() for k, v in _identity(view.uid, view.image).items()}, "seccomp": seccomp_filter()}
 
 
 def _probe(isolation: str) -> bool:
@@ -396,6 +638,16 @@ def agent_isolation(requested: str) -> str:
             "and set it to auto or bwrap")
     require(isolation_mode("auto") == "bwrap", "agent.isolation",
             f"{_AGENTS_NEED_BWRAP}, which does not work here: it needs {BWRAP_NEEDS}")
+    return "bwrap"
+
+
+def image_isolation(requested: str) -> str:
+    """The isolation of runs in images (harness/images.py): "bwrap", the one mode that gives a run a root
+    file system of its own; others are refused, and so is auto where bwrap does not work (ConfigError)."""
+    require(requested in ("auto", "bwrap"), "isolation",
+            f"runs in images need bwrap isolation (the image's file system is the run's root), not {requested!r}")
+    require(isolation_mode("auto") == "bwrap", "isolation",
+            f"runs in images need bwrap isolation, which does not work here: it needs {BWRAP_NEEDS}")
     return "bwrap"
 
 
@@ -543,47 +795,161 @@ def interruptible_pool(workers: int) -> Iterator[concurrent.futures.ThreadPoolEx
         pool.shutdown(wait=True)
 
 
+class _Output:
+    """What the harness keeps of a command's output pipe: its first _HEAD_CHARS and last
+    _MAX_OUTPUT_CHARS bytes, and how many it read, `cap` at most."""
+
+    def __init__(self, cap: int):
+        self.cap, self.total = cap, 0
+        self.head, self.tail = bytearray(), bytearray()
+
+    def read(self, fd: int) -> bool:
+        """Takes what the pipe holds (the caller knows it is readable); False at its end or at `cap`."""
+        data = os.read(fd, min(_READ_BYTES, self.cap - self.total))
+        self.total += len(data)
+        if len(self.head) < _HEAD_CHARS:
+            self.head += data[:_HEAD_CHARS - len(self.head)]
+        self.tail += data
+        if len(self.tail) > 2 * _MAX_OUTPUT_CHARS:
+            del self.tail[:-_MAX_OUTPUT_CHARS]
+        return bool(data) and self.total < self.cap
+
+    def drain(self, fd: int, wait_s: float = 0.1) -> None:
+        """Reads to the pipe's end once the command is gone; stops where nothing comes for `wait_s` (a
+        process outside any cgroup that still holds the pipe: `none` mode without root)."""
+        while self.total < self.cap and select.select([fd], [], [], wait_s)[0] and self.read(fd):
+            pass
+
+    def text(self) -> tuple[str, str]:
+        """(the end, decoded; the start, when the end does not hold it)."""
+        head = self.head.decode("utf-8", "replace") if self.total > _MAX_OUTPUT_CHARS else ""
+        return bytes(self.tail[-_MAX_OUTPUT_CHARS:]).decode("utf-8", "replace"), head
+
+
+def _supervise(proc: subprocess.Popen, output: _Output, group: Optional[RunGroup], limits: Limits, start: float,
+               disk: Optional[Path]) -> tuple[str, float, bool]:
+    """Waits for `proc` to exit while draining its output into `output`, reading its CPU time (the
+    cgroup's, else /proc's) and whether the run's file system (`disk`, where it has one) ran out.
+    Returns the time limit that stopped it ("cpu", "wall"; "" when it exited), the CPU seconds last
+    read and whether the file system was seen full. The reads come at most _POLL_S apart, sooner as
+    the CPU limit nears (at the earliest moment the machine's CPUs could reach it), so a run
+    overshoots by little."""
+    cpus = len(os.sched_getaffinity(0))
+    cpu, full = 0.0, False
+    next_poll = start + min(_POLL_S, limits.timeout_s / cpus, limits.wall_s())
+    pipe, pidfd = proc.stdout.fileno(), os.pidfd_open(proc.pid)  # type: ignore[union-attr]
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(pipe, selectors.EVENT_READ)
+            selector.register(pidfd, selectors.EVENT_READ)
+            while True:
+                now = time.perf_counter()
+                if now >= next_poll:
+                    cpu = max(cpu, group.cpu_seconds() if group else tree_cpu_seconds(proc.pid))
+                    full = full or (disk is not None and run_fs_full(disk))
+                    if cpu > limits.timeout_s:
+                        return "cpu", cpu, full
+                    if now - start >= limits.wall_s():
+                        return "wall", cpu, full
+                    next_poll = now + min(_POLL_S, max(0.01, (limits.timeout_s - cpu) / cpus),
+                                          start + limits.wall_s() - now)
+                for key, _ in selector.select(max(0.0, next_poll - time.perf_counter())):
+                    if key.fd == pidfd:
+                        return "", cpu, full
+                    if not output.read(pipe):  # the pipe's end, or the output's cap: stop reading it
+                        selector.unregister(pipe)
+                        if output.total >= output.cap:
+                            proc.stdout.close()  # type: ignore[union-attr]  # writes fail (EPIPE) from now on
+    finally:
+        os.close(pidfd)
+
+
+def _kernel_layout() -> Optional[Layout]:
+    """The cgroup layout commands run in (cgroups.py), where cgexec is there to join it."""
+    return host_layout() if _tools_present("cgexec") else None
+
+
+def kernel_limits() -> str:
+    """The kernel limits commands run under here: "cgroup v1" or "cgroup v2" (cgroups.py), or ""
+    (not root, no cgexec, or no cgroup hierarchy this process can use: CPU time read from /proc)."""
+    layout = _kernel_layout()
+    return layout.describe() if layout else ""
+
+
 def run_isolated(cmd: Sequence[str], *, cwd: Path, view: View, env: Mapping[str, str], limits: Limits,
                  isolation: str, pass_fds: Sequence[int] = ()) -> ProcessResult:
     """Runs `cmd` in `cwd` (inside `view.sandbox`, which must be prepared with `prepare_sandbox`)
-    until it ends or uses up `limits.timeout_s` CPU seconds or `limits.wall_s()` of wall clock.
-    `pass_fds`: descriptors the command inherits (the guard's key and channel, harness/guard.py).
-    Never leaves a process behind: on a time limit, and on any exception while waiting (e.g. a
-    reward's own time limit firing), the process group is killed before returning or raising."""
+    until it ends or uses up `limits.timeout_s` CPU seconds or `limits.wall_s()` of wall clock, in a
+    cgroup of its own where `kernel_limits()` (module docstring). `pass_fds`: descriptors the command
+    inherits (the guard's key and channel, harness/guard.py). Never leaves a process behind: on a
+    time limit, and on any exception while waiting (e.g. a reward's own time limit firing), the
+    process group is killed, and every process left in the cgroup, before returning or raising."""
     start = time.perf_counter()
-    with tempfile.TemporaryFile() as log, _data_fds(_payloads(view, isolation)) as fds:
+    layout = _kernel_layout()
+    disk = view.sandbox if os.path.ismount(view.sandbox) else None  # the run's own file system (runfs.py)
+    with contextlib.ExitStack() as stack:
+        fds = stack.enter_context(_data_fds(_payloads(view, isolation)))
+        group = stack.enter_context(run_group(layout, limits.memory_mb << 20, limits.max_processes)) \
+            if layout is not None else None
+        tmp = stack.enter_context(command_tmp(view.sandbox.parent, _TMPFS_BYTES, limits.max_files)) \
+            if isolation == "bwrap" else None
+        output = _Output(limits.file_size_mb << 20)
         with _LIVE_LOCK:
             if _STOPPING.is_set():
                 raise RunInterrupted("interrupted")
-            proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd, fds), cwd=cwd, env=dict(env),
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, pass_fds=(*fds.values(), *pass_fds))
+            proc = subprocess.Popen(wrap_command(cmd, view, limits, isolation, cwd, fds, group, tmp), cwd=cwd,
+                                    env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    pass_fds=(*fds.values(), *pass_fds))
             _LIVE.add(proc)
-        timed_out, cpu = False, 0.0
+        stack.callback(proc.stdout.close)  # type: ignore[union-attr]
+        stopped, cpu, full = "", 0.0, False
         try:
-            while True:
-                try:
-                    proc.wait(timeout=max(0.0, min(_POLL_S, start + limits.wall_s() - time.perf_counter())))
-                    break
-                except subprocess.TimeoutExpired:
-                    cpu = max(cpu, tree_cpu_seconds(proc.pid))
-                    if cpu > limits.timeout_s or time.perf_counter() - start >= limits.wall_s():
-                        timed_out = True
-                        break
+            stopped, cpu, full = _supervise(proc, output, group, limits, start, disk)
         finally:
-            if proc.returncode is None:
+            if proc.poll() is None:  # stopped at a limit, or an exception while waiting
                 _kill_group(proc)
-                proc.wait()
+            proc.wait()
+            if group is not None:
+                group.kill_all()  # what left the process group (setsid) or outlived it (`none` mode)
             with _LIVE_LOCK:
                 _LIVE.discard(proc)
+        if not proc.stdout.closed:  # type: ignore[union-attr]
+            output.drain(proc.stdout.fileno())  # type: ignore[union-attr]
         if _STOPPING.is_set():
             raise RunInterrupted("interrupted")
-        size = log.seek(0, os.SEEK_END)
-        head = ""
-        if size > _MAX_OUTPUT_CHARS:
-            log.seek(0)
-            head = log.read(_HEAD_CHARS).decode("utf-8", "replace")
-        log.seek(max(0, size - _MAX_OUTPUT_CHARS))
-        output = log.read().decode("utf-8", "replace")
-    return ProcessResult(None if timed_out else proc.returncode, timed_out, time.perf_counter() - start, output,
-                         isolation, cpu, size, head)
+        kernel = ""
+        if group is not None:
+            cpu = group.cpu_seconds()  # every process is gone: the whole run's
+            if not cpu:  # cgexec could not join it (and said so in the output): no result of the command
+                raise RuntimeError(f"the command never ran in its cgroup: {output.text()[0][-500:]}")
+            kernel = "memory" if group.oom_kills() else "processes" if group.process_limit_hits() else ""
+        # What the kernel refused names the limit before a clock that ran out meanwhile: a command whose
+        # allocations were killed, forks refused or writes refused spends its time on what followed.
+        ran_out = full or any(run_fs_full(fs) for fs in (disk, tmp) if fs is not None)
+        limit = kernel or ("disk" if ran_out else "") or stopped
+    text, head = output.text()
+    return ProcessResult(None if stopped else proc.returncode, bool(stopped), time.perf_counter() - start, text,
+                         isolation, cpu, output.total, head, limit)
+
+
+def run_on_untrusted_data(cmd: Sequence[str], *, readable: Sequence[Path], scratch: Path, env: Mapping[str, str],
+                          limits: Limits = Limits()) -> tuple[ProcessResult, Path]:
+    """`cmd`, a tool of this host, on data from elsewhere that the tool would obey (an image's git
+    repository: its configuration and hooks run commands; git(1), SECURITY, advises cloning such a
+    repository as an unprivileged user): in bwrap's view of the host as a user of its own, no
+    network, `readable` read-only and `scratch/sandbox/out` (its working directory, HOME) its only
+    writable place, whose contents are this process's user's again afterwards. Returns the result and
+    that directory."""
+    isolation = isolation_mode("bwrap")
+    sandbox = scratch / "sandbox"
+    out = sandbox / "out"
+    out.mkdir(parents=True)
+    with sandbox_user(isolation) as uid:
+        prepare_sandbox(sandbox, isolation, uid)
+        result = run_isolated(cmd, cwd=out, view=View(sandbox, tuple(readable), (), uid),
+                              env={**env, "HOME": str(out)}, limits=limits, isolation=isolation)
+    for directory, dirs, files in os.walk(out):
+        for name in [*dirs, *files]:
+            os.lchown(os.path.join(directory, name), os.geteuid(), os.getegid())
+    return result, out

@@ -5,8 +5,9 @@ A spec file is a JSON object (a `.json` file; any other name is read as YAML) fr
 found: the user's `"<owner/name>@<version>"`, the user's `"<owner/name>"`, the built-in table's
 `"<owner/name>@<version>"` and `"<owner/name>"` (`spec_table.json` beside this module), the
 user's `"*"`; else the default (`infer_requirements`: defaults.py gives it pytest and the
-repository's declared dependencies). The instance's own `requirements` / `test_cmd` fields
-override the spec's.
+repository's declared dependencies). The instance's own `requirements`, `test_cmd` and
+`log_format` fields override the spec's. In an image (harness/images.py) only the keys that run
+and read the tests count (`RepoSpec.for_image`).
 
     {"django/django@3.0": {"python": "python3.6", "requirements": ["asgiref==3.2.10", ...],
                            "install": "python -m pip install --no-build-isolation --no-deps -e .",
@@ -98,6 +99,14 @@ class RepoSpec:
     # No table names the repository: its environment gets the default test runner and the
     # repository's declared dependencies (defaults.py), found at the instance's base commit.
     infer_requirements: bool = False
+
+    def for_image(self) -> "RepoSpec":
+        """The spec of a run in an image (harness/images.py): what runs and reads the tests (`test_cmd`,
+        `log_format`, `directives`, `pythonpath`, `env`); the environment and its install steps are
+        the image's own, built with the dataset's set-up, so `python`, `requirements`, `pre_install`
+        and `install` are left out."""
+        return RepoSpec(test_cmd=self.test_cmd, pythonpath=self.pythonpath, log_format=self.log_format,
+                        directives=self.directives, env=self.env)
 
 
 def _strings(data: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
@@ -192,6 +201,8 @@ def spec_for(instance: Instance, specs: Mapping[str, RepoSpec],
                                    infer_requirements=False)
     if instance.test_cmd:
         spec = dataclasses.replace(spec, test_cmd=instance.test_cmd)
+    if instance.log_format:
+        spec = dataclasses.replace(spec, log_format=instance.log_format)
     return spec
 
 

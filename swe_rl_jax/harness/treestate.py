@@ -1,7 +1,13 @@
 """What a work tree holds, read without following links: a snapshot to compare before and after
 a sandboxed step (the install step may change only what integrity.install_may_change allows; an
-agent's diff is what changed since its set-up, workspace.py), the files' total size, and one file's
+agent's diff is what changed since its set-up, workspace.py), the tree's size, and one file's
 bytes.
+
+A snapshot of a tree the sandbox wrote takes a budget (`max_entries`, `max_bytes`): the tree is
+measured first, by names and sizes only, and one over either is refused (TreeTooLarge) as soon as
+the walk passes it, before any file is read; so root's cost for a tree of any size is at most
+`max_entries` + 1 `lstat`s. Sizes are the files' own (`st_size`, each hard link counted): what
+hashing would read, which a tree of hard links or sparse files makes far more than its disk use.
 
 Nothing of the sandbox runs while a snapshot is taken (the step's PID namespace is gone), and
 every file is opened with O_NOFOLLOW relative to a directory opened the same way, so a link the
@@ -9,11 +15,12 @@ step left behind is read as a link, never followed by the harness (root).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import stat
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 State = tuple[str, int, str]  # (kind: "file" | "link" | "other", permission bits, content digest or link target)
 
@@ -41,31 +48,51 @@ def _entries(dir_fd: int, prefix: str, skip: frozenset[str]) -> Iterator[tuple[s
             yield path, ("other", stat.S_IMODE(info.st_mode), "")
 
 
-def snapshot(root: Path, skip: frozenset[str] = frozenset({".git"})) -> dict[str, State]:
+class TreeTooLarge(ValueError):
+    """A tree over a snapshot's budget (module docstring)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeSize:
+    entries: int  # files, directories, links and other entries (a hard link at each of its names)
+    bytes: int  # the regular files' sizes (each hard link counted): what a snapshot reads
+
+
+def measure(root: Path, skip: frozenset[str] = frozenset({".git"}), max_entries: Optional[int] = None,
+            max_bytes: Optional[int] = None) -> TreeSize:
+    """The size of the tree under `root` without the top-level entries named in `skip`, walked by
+    name without following links; TreeTooLarge as soon as it is over `max_entries` or `max_bytes`."""
+    entries, size, todo = 0, 0, [(os.fspath(root), True)]
+    while todo:
+        directory, top = todo.pop()
+        with os.scandir(directory) as listing:
+            for entry in listing:
+                if top and entry.name in skip:
+                    continue
+                entries += 1
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append((entry.path, False))
+                elif entry.is_file(follow_symlinks=False):
+                    size += entry.stat(follow_symlinks=False).st_size
+                if max_entries is not None and entries > max_entries:
+                    raise TreeTooLarge(f"the tree holds over {max_entries} files, directories and links")
+                if max_bytes is not None and size > max_bytes:
+                    raise TreeTooLarge(f"the tree's files hold over {max_bytes} bytes")
+    return TreeSize(entries, size)
+
+
+def snapshot(root: Path, skip: frozenset[str] = frozenset({".git"}), max_entries: Optional[int] = None,
+             max_bytes: Optional[int] = None) -> dict[str, State]:
     """Every file, link and other non-directory under `root` (relative path → state), leaving out
-    the top-level entries named in `skip`."""
+    the top-level entries named in `skip`; with a budget, TreeTooLarge before any file is read when
+    the tree is over it (`measure`)."""
+    if max_entries is not None or max_bytes is not None:
+        measure(root, skip, max_entries, max_bytes)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         return dict(_entries(fd, "", skip))
     finally:
         os.close(fd)
-
-
-def tree_bytes(root: Path) -> int:
-    """The bytes of the regular files under `root` by their sizes (links not followed, the top-level
-    `.git` left out, a file counted at each of its hard links): what `snapshot` reads to hash them."""
-    total, todo = 0, [(os.fspath(root), True)]
-    while todo:
-        directory, top = todo.pop()
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if top and entry.name == ".git":
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    todo.append((entry.path, False))
-                elif entry.is_file(follow_symlinks=False):
-                    total += entry.stat(follow_symlinks=False).st_size
-    return total
 
 
 def changed_paths(before: dict[str, State], after: dict[str, State]) -> list[str]:

@@ -5,10 +5,13 @@
         patch = ws.diff()      # the tree against the base commit, as `git add -A && git diff --cached`
 
 Set-up is a test run's (runner.py) without the instance's test patch: a fresh checkout whose history
-ends at the base commit (checkout.py), the sandbox handed to a user of its own for the whole
-workspace (sandbox.sandbox_user), the install steps run and checked. Then each `run` is one
-`bash -c` in the sandbox (sandbox.run_isolated): its own PID namespace, so files persist between
-commands and processes do not; limits per command. Only in bwrap mode (`sandbox.agent_isolation`).
+ends at the base commit (checkout.py), on the workspace's own file system of `limits.disk_mb` and
+`limits.max_files` (runfs.py: everything the episode writes, the tree, HOME, TMPDIR and the overlay,
+is on it), the sandbox handed to a user of its own for the whole workspace (sandbox.sandbox_user),
+the install steps run and checked under `runner.install_limits(limits)`. Then each `run` is one
+`bash -c` in the sandbox (sandbox.run_isolated): its own PID namespace and cgroup, so files persist
+between commands and processes do not; limits per command. Only in bwrap mode
+(`sandbox.agent_isolation`).
 
 The diff is computed by root without running anything in the agent's tree: the tree is the sandbox
 user's, and so is its `.git` (configuration, hooks, attributes, index, refs, replace refs: a `git
@@ -16,7 +19,10 @@ diff` there runs what the agent chose and says what it likes). The files that ch
 (treestate.py: read without following links; nested `.git` directories left out) are copied into a
 fresh checkout of the base commit that root made and nothing else touched, and git runs there
 without system or user configuration. What the agent did to the tree's git can only change its own
-diff, which it controls anyway; the judge applies that diff to a fresh checkout (runner.py).
+diff, which it controls anyway; the judge applies that diff to a fresh checkout (runner.py). A tree
+with more than MAX_DIFF_FILES entries, or MAX_DIFF_BYTES of file sizes, beyond what it held after
+the set-up has no diff (`diff_failed`), refused before any file is read (treestate.snapshot's
+budget): root's work for a diff is bounded whatever the agent left in the tree.
 """
 from __future__ import annotations
 
@@ -26,14 +32,18 @@ import shutil
 from pathlib import Path
 from typing import Iterator, Mapping, Optional
 
-from swe_rl_jax.harness.checkout import CheckoutError, checkout, git
-from swe_rl_jax.harness.environments import Environment, EnvironmentOptions
-from swe_rl_jax.harness.runner import _in_sandbox, _install, _prepare, _Prepared, _scratch
+from swe_rl_jax.harness.checkout import CheckoutError, git
+from swe_rl_jax.harness.images import ImageError
+from swe_rl_jax.harness.runner import RunEnvironment, _in_sandbox, _install, _prepare, _Prepared, _release, _scratch, \
+    lay_out_worktree
 from swe_rl_jax.harness.sandbox import Isolation, Limits, ProcessResult, agent_isolation, remove_tree, sandbox_user
 from swe_rl_jax.harness.specs import RepoSpec
-from swe_rl_jax.harness.treestate import State, changed_paths, read_file, snapshot, tree_bytes
+from swe_rl_jax.harness.treestate import State, changed_paths, measure, read_file, snapshot
 
 MAX_DIFF_BYTES = 32 << 20  # the changed files' bytes a diff reads at most
+MAX_DIFF_FILES = 2000  # entries a diff's tree may hold beyond the set-up's (2,000 new files: 2.3 s of diff)
+
+
 class WorkspaceError(RuntimeError):
     """The workspace could not be made (`kind`: checkout_failed, install_failed, tampered) or its diff
     not computed (`kind`: diff_failed)."""
@@ -92,7 +102,7 @@ class Workspace:
         self._run, self._spec, self._repo_dir, self._commit = prepared, spec, repo_dir, commit
         self._store_root, self._env_vars = store_root, dict(env_vars)
         self._baseline = snapshot(prepared.worktree)
-        self._baseline_bytes = tree_bytes(prepared.worktree)
+        self._baseline_size = measure(prepared.worktree)
         self._diffs = 0
 
     @property
@@ -105,23 +115,23 @@ class Workspace:
 
     @classmethod
     @contextlib.contextmanager
-    def open(cls, repo_dir: Path, commit: str, env: Environment, spec: RepoSpec = RepoSpec(), *,
+    def open(cls, repo_dir: Path, commit: str, env: RunEnvironment, spec: RepoSpec = RepoSpec(), *,
              isolation: Isolation = "auto", work_dir: Optional[Path] = None, history_root: Optional[Path] = None,
-             install_limits: Limits = Limits(), install_timeout_s: float = EnvironmentOptions.build_timeout_s,
-             env_vars: Mapping[str, str] = {}) -> Iterator["Workspace"]:
+             limits: Limits = Limits(), env_vars: Mapping[str, str] = {}) -> Iterator["Workspace"]:
         """The workspace of `commit` of `repo_dir` in `env` (WorkspaceError when it cannot be made);
-        removed, with everything its commands left, on exit. `env_vars`: set for every command
-        (over the test run's environment, runner._test_env)."""
+        removed, with everything its commands left, on exit. `limits`: its file system's and its
+        install steps' (module docstring). `env_vars`: set for every command (over the test run's
+        environment, runner._test_env)."""
         mode = agent_isolation(isolation)
-        scratch = _scratch(work_dir)
+        scratch = _scratch(work_dir, limits)
         with contextlib.ExitStack() as stack:
-            stack.callback(remove_tree, scratch)
+            stack.callback(_release, scratch, False)
             store_root = history_root or scratch / "history"
             prepared = _prepare(scratch, Path(repo_dir), commit, "", env, spec, "", [], mode, store_root)
             if prepared.error:
                 raise WorkspaceError(prepared.error, prepared.message)
             prepared.uid = stack.enter_context(sandbox_user(mode))
-            _install(prepared, spec, install_limits, install_timeout_s, [])
+            _install(prepared, spec, limits, [])
             if prepared.error:
                 raise WorkspaceError(prepared.error, prepared.message)
             yield cls(prepared, spec, Path(repo_dir), commit, store_root, env_vars)
@@ -130,31 +140,35 @@ class Workspace:
         """`bash -c command` in the work tree, in the sandbox, under `limits`."""
         return _in_sandbox(["bash", "-c", command], self._run, self._spec, limits, self._env_vars)
 
-    def diff(self, max_bytes: int = MAX_DIFF_BYTES) -> str:
+    def diff(self, max_bytes: int = MAX_DIFF_BYTES, max_files: int = MAX_DIFF_FILES) -> str:
         """The work tree against the base commit as `git add -A && git diff --cached` shows it (module
-        docstring). WorkspaceError(diff_failed) when the changed files hold more than `max_bytes`."""
-        # Checked by size before the snapshot hashes every file: a tree the agent filled with hard
-        # links to one big file, or with sparse files, costs it no disk and little CPU, but root
-        # would read each link in full (3,000 links to a 7 MB file: 39 s; the default limits allow
-        # hours). Files the snapshot finds unchanged hold at most the set-up's bytes, changed ones
-        # at most `max_bytes` (copy_changes), so a tree over their sum cannot have a diff anyway
-        # (a nested `.git` counts too: the snapshot reads it, though the diff leaves it out).
+        docstring). WorkspaceError(diff_failed) when the tree holds more than `max_files` entries or
+        `max_bytes` of file sizes beyond the set-up's."""
+        # The budget is checked by names and sizes before the snapshot hashes a file: a tree the agent
+        # filled with hard links to one big file, or with sparse files, costs it no disk and little
+        # CPU, but root would read each link in full (3,000 links to a 7 MB file: 39 s); 20,000 new
+        # files cost root's diff and the judge 34 s. Files the snapshot finds unchanged hold at most
+        # the set-up's bytes, changed ones at most `max_bytes` (copy_changes), so a tree over their sum
+        # cannot have a diff anyway (a nested `.git` counts too: the snapshot reads it, though the
+        # diff leaves it out).
         self._diffs += 1
         clean = self._run.scratch / f"diff-{self._diffs}"
         try:
-            size = tree_bytes(self._run.worktree)
-            if size > self._baseline_bytes + max_bytes:
-                raise WorkspaceError("diff_failed", f"the work tree holds {size} bytes of files, over the "
-                                     f"{self._baseline_bytes} it started with plus the diff's limit of {max_bytes}")
             # A tree too deep to walk (paths past PATH_MAX: OSError; past Python's recursion limit:
-            # RecursionError, a RuntimeError) has no diff either.
-            after = snapshot(self._run.worktree)
+            # RecursionError, a RuntimeError) has no diff either; one over the budget: TreeTooLarge,
+            # a ValueError.
+            after = snapshot(self._run.worktree, max_entries=self._baseline_size.entries + max_files,
+                             max_bytes=self._baseline_size.bytes + max_bytes)
             changed = [p for p in changed_paths(self._baseline, after) if ".git" not in p.split("/")]
-            checkout(self._repo_dir, self._commit, clean, self._store_root)
+            # The tree as the set-up made it (in an image, its files: imagerepo.py), staged: the diff's base.
+            lay_out_worktree(self._repo_dir, self._commit, clean, self._store_root, self._run.image)
+            git(clean, "add", "-A")
+            start = git(clean, "write-tree").strip()
             copy_changes(self._run.worktree, after, changed, clean, max_bytes)
             git(clean, "add", "-A")
-            return git(clean, "diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames")
-        except (ValueError, OSError, CheckoutError, RuntimeError) as e:
+            return git(clean, "diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
+                       start)
+        except (ValueError, OSError, CheckoutError, ImageError, RuntimeError) as e:
             raise WorkspaceError("diff_failed", str(e)) from None
         finally:
             remove_tree(clean)

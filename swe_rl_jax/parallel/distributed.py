@@ -166,6 +166,18 @@ def to_host(tree: Any) -> Any:
     return multihost_utils.process_allgather(tree, tiled=True)
 
 
+def fetch(tree: Any) -> Any:
+    """Numpy copies of a pytree of arrays a program every process ran returned: this host's own
+    arrays as they are, global ones (spanning other hosts' devices, as the rollout engine's outputs
+    over a multi-host mesh) gathered whole onto every process."""
+    def one(x: Any) -> Any:
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+        return np.asarray(jax.device_get(x)) if x is not None else None
+
+    return jax.tree.map(one, tree)
+
+
 def readable(tree: Any) -> Any:
     """The tree as this host may read it: itself with one process, `to_host` copies otherwise."""
     return to_host(tree) if multi_process() else tree

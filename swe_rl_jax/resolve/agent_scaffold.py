@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from swe_rl_jax.agent.driver import EpisodeJob, run_episodes
-from swe_rl_jax.agent.environment import AgentEnvironment
+from swe_rl_jax.agent.environments import open_environments
 from swe_rl_jax.agent.episode import Episode
-from swe_rl_jax.agent.judge import make_judge
 from swe_rl_jax.data.sources import Instance, RepoLocator
 from swe_rl_jax.harness.evaluation import harness_places
 from swe_rl_jax.harness.sandbox import agent_isolation
@@ -72,14 +71,16 @@ def run_agent_scaffold(config: ResolveConfig, instances: list[Instance], policy:
     isolation = agent_isolation(agent.isolation)  # before the clones are looked for, a model loads or a row is written
     out, trace = Path(config.out), Path(config.trace_out)
     name = config.name()
-    locator = RepoLocator(config.repos)
-    locator.require_some(i.repo for i in instances)
-    # Checked before the model loads: the spec file, the sandbox, the directories.
-    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, isolation)
+    locator = RepoLocator(config.repos or None)
+    if config.repos:
+        locator.require_some(i.repo for i in instances)
+    # Checked before the model loads: the spec file, the sandbox, the directories, the images.
+    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, isolation, agent.images)
     specs, env_options, work_dir = places.specs, places.env_options, places.work_dir
     pending, resumed = pending_instances(instances, out, trace, name)
     begin = time.perf_counter()
     episodes: list[Episode] = []
+    stats: dict[str, float] = {}
     if pending:
         batched = config.endpoint is None
         if policy is None:
@@ -89,18 +90,22 @@ def run_agent_scaffold(config: ResolveConfig, instances: list[Instance], policy:
         out.parent.mkdir(parents=True, exist_ok=True)
         trace.parent.mkdir(parents=True, exist_ok=True)
         writer = _InOrder(out, trace, name)
-        judge = make_judge(agent, locator, specs, env_options, work_dir) if agent.judge else None
+        environments = open_environments(agent, locator, specs, env_options, work_dir)
         with tqdm(total=len(pending), desc="agent", unit="episode", file=sys.stderr,
                   disable=not config.progress) as bar:
             def on_done(index: int, episode: Episode) -> None:
                 writer.add(index, episode)
                 bar.update(1)
 
-            episodes = run_episodes(
-                [EpisodeJob(i) for i in pending], policy, agent,
-                lambda: AgentEnvironment(agent, locator, specs, env_options, work_dir),
-                seed=config.seed, batched=batched, judge=judge, on_done=on_done, tokenizer=_sampler_tokenizer(policy))
-    return _summary(instances, resumed, episodes, time.perf_counter() - begin, out, trace)
+            try:
+                episodes = run_episodes(
+                    [EpisodeJob(i) for i in pending], policy, agent, environments.make_env, seed=config.seed,
+                    batched=batched, judge=environments.judge if agent.judge else None, on_done=on_done,
+                    tokenizer=_sampler_tokenizer(policy))
+            finally:
+                environments.close()
+        stats = environments.stats()
+    return {**_summary(instances, resumed, episodes, time.perf_counter() - begin, out, trace), **stats}
 
 
 def _summary(instances: list[Instance], resumed: int, episodes: list[Episode], seconds: float, out: Path,

@@ -69,7 +69,7 @@ def checked_files(config: ResolveConfig) -> ResolveConfig:
     the predictions, the trace and the verification stage's test cache are files this run may write
     (it appends to them, for resume), none an input or another of them. (The verification stage's files: the `Verifier`'s checks.)"""
     instances = input_file(config.instances, "--instances")
-    repos = input_dir(config.repos, "--repos")
+    repos = input_dir(config.repos, "--repos") if config.repos else ""
     answers = input_file(config.answers, "answers") if config.answers else None
     out = output_file(config.out, "--out", (instances, answers))
     suffix = ".trajectories.jsonl" if config.scaffold == "agent" else ".trace.jsonl"

@@ -79,7 +79,7 @@ class VerificationConfig:
     workers: int = 2  # test runs at once
     timeout_s: float = 600.0  # CPU seconds per test run (all its processes)
     wall_timeout_s: float = 0.0  # wall-clock backstop per run; 0 = 3 x timeout_s (harness/sandbox.py)
-    memory_mb: int = 4096  # address space per process of a run
+    memory_mb: int = 4096  # memory of a run's processes together (and each one's address space)
     max_processes: int = 256  # processes of the sandbox user (namespace modes)
     cache: str = ""  # default: <out stem>.tests.jsonl next to `out`
     env_cache: str = ""  # the harness's environment cache (as `evaluate --env-cache`)
@@ -249,8 +249,7 @@ class Verifier:
         self.limits = Limits(timeout_s=config.timeout_s, memory_mb=config.memory_mb,
                              max_processes=config.max_processes, wall_timeout_s=config.wall_timeout_s)
         self.cache = TestCache(output_file(cache_path, "verification.cache"))
-        self.harness = dict(limits=self.limits, install_timeout_s=self.env_options.build_timeout_s,
-                            isolation=self.isolation, work_dir=self.work_dir,
+        self.harness = dict(limits=self.limits, isolation=self.isolation, work_dir=self.work_dir,
                             history_root=self.env_options.history_root())
 
     def steps(self, inst: Instance, candidates: Sequence[Candidate],

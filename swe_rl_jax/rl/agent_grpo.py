@@ -16,9 +16,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from swe_rl_jax.agent.config import AgentConfig
-from swe_rl_jax.agent.driver import Judge, judged_groups
+from swe_rl_jax.agent.driver import Judge
 from swe_rl_jax.agent.environment import AgentEnvironment
 from swe_rl_jax.data.sources import Instance
+from swe_rl_jax.models import lora
 from swe_rl_jax.parallel.distributed import place_rows, to_host
 from swe_rl_jax.policies import Policy, derive_seed
 from swe_rl_jax.rl.config import GRPOConfig
@@ -26,6 +27,7 @@ from swe_rl_jax.rl.advantages import GroupAccumulator
 from swe_rl_jax.rl.episodes import (build_episode_batch, episode_reward, informative_groups, kept_for_loss,
                                     loo_advantages, rollout_metrics)
 from swe_rl_jax.rl.grpo import GRPOTrainer
+from swe_rl_jax.rl.host_episodes import judged_groups_per_host
 from swe_rl_jax.rl.policy_update import TrainerSetup, UpdateConfig
 from swe_rl_jax.train import TrainState
 
@@ -53,23 +55,31 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.compact_filtering, self.similarity_weight = compact_filtering, similarity_weight
 
     def rollouts(self, params: Any, instances: Sequence[Instance], seed: int, policy: Optional[Policy] = None,
-                 samples: int = 0) -> list[list[dict[str, Any]]]:
+                 samples: int = 0, wait: Optional[Callable[[], Any]] = None) -> list[list[dict[str, Any]]]:
         """`samples` (default G) judged, token-exact episodes per instance in lockstep rounds
         (agent/driver.py `judged_groups`: a run that resumes samples the same): trajectory rows,
         grouped. `params`: the train state's (or a snapshot of them) that the in-process sampler
-        reads, unless `policy` is given (one that returns token ids)."""
+        reads, unless `policy` is given (one that returns token ids). With several processes each
+        runs its share of the instances and all get every group (rl/host_episodes.py); `wait`: called
+        before each of their collectives (rl/rollouts_ahead.py)."""
         if self.make_env is None or self.judge is None or self.tokenizer is None:
             raise ValueError("rollouts need make_env, judge and the setup's tokenizer")
-        if policy is None:
+
+        def make_policy() -> Policy:
+            if policy is not None:
+                return policy
             from swe_rl_jax.policies.sampler import SamplerPolicy
 
-            policy = SamplerPolicy(self.sample_cfg, self.sampling_params(params), self.tokenizer,
-                                   self.rollout_engine)
-        return judged_groups(instances, samples or self.grpo.group_size, policy, self.agent, self.make_env, self.judge,
-                             self.tokenizer, seed)
+            # The global params, folded with LoRA: the engine spans every host (rl/host_episodes.py).
+            return SamplerPolicy(self.sample_cfg, lora.folded(self.cfg.lora, params), self.tokenizer,
+                                 self.rollout_engine)
+
+        return judged_groups_per_host(instances, samples or self.grpo.group_size, make_policy, self.agent,
+                                      self.make_env, self.judge, self.tokenizer, seed, wait)
 
     def sample_episode_groups(self, params: Any, take: Callable[[int], Sequence[Instance]], target: int, seed: int,
-                              policy: Optional[Policy] = None) -> EpisodeGroups:
+                              policy: Optional[Policy] = None,
+                              wait: Optional[Callable[[], Any]] = None) -> EpisodeGroups:
         """The step's groups: `target` instances from `take` (the training stream), G episodes each.
         Under dynamic sampling (`grpo.dynamic_sampling`, DAPO's) a group without signal
         (`informative_groups`) is set aside and more instances are taken, as many as groups are still
@@ -81,7 +91,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         while not acc.done:
             instances = take(target - acc.num_informative if acc.rounds else target)
             groups = self.rollouts(params, instances, derive_seed("agent-grpo-refill", seed, acc.rounds)
-                                   if acc.rounds else seed, policy)
+                                   if acc.rounds else seed, policy, wait=wait)
             rewards, kept = self._rewards_and_kept(groups)
             signal = informative_groups(rewards, kept) if self.grpo.dynamic_sampling else [True] * len(groups)
             acc.add(rewards, range(len(sampled), len(sampled) + len(groups)), informative=signal)

@@ -16,6 +16,12 @@ any environment), and runs of different seeds sample different ones.
 Held-out instances are those of `heldout.repos` (a split by repository: none of their instances is
 trained on); they are evaluated before the first step, every `heldout.every` steps and after the
 last, with fixed seeds, so every evaluation meets the same keys and differences are the weights'.
+
+Across hosts (`distributed`, as `sft` and `rl`): every process takes the same instances from the
+stream, runs the episodes of its share of them in its own sandboxes and the one SPMD sampler with the
+others (rl/host_episodes.py); every process then holds every judged episode, computes the same
+metrics and places only its rows of the update. Process 0 writes the trajectories, metrics, summary
+and export; all write the checkpoints together (Orbax).
 """
 from __future__ import annotations
 
@@ -32,14 +38,16 @@ import jax
 from tqdm import tqdm
 
 from swe_rl_jax.agent.config import AgentConfig
-from swe_rl_jax.agent.environment import AgentEnvironment
-from swe_rl_jax.agent.judge import make_judge
+from swe_rl_jax.agent.environments import open_environments
 from swe_rl_jax.config import require, to_dict
 from swe_rl_jax.data.sample import SAMPLE_DIR, make_sample_repos
 from swe_rl_jax.data.sources import Instance, InputError, RepoLocator, check_field_map, load_instances
 from swe_rl_jax.harness.evaluation import harness_places
+from swe_rl_jax.harness.images import ImageOptions, fetch_command, find_image, instance_image_name
 from swe_rl_jax.harness.sandbox import agent_isolation
 from swe_rl_jax.parallel import MeshConfig, get_rules, make_mesh
+from swe_rl_jax.parallel.distributed import (DistributedConfig, any_process, barrier, gather_objects, initialize,
+                                             multi_process)
 from swe_rl_jax.policies import Policy, derive_seed
 from swe_rl_jax.policy import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config
 from swe_rl_jax.rl.agent_grpo import AgentGRPOTrainer, EpisodeGroups
@@ -121,6 +129,7 @@ class AgentRLConfig:
     export: bool = True
     seed: int = 0
     progress: bool = True
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)  # multi-host (docs/AGENT.md)
 
     def __post_init__(self) -> None:
         require(self.instances_per_step >= 1, "instances_per_step", "must be >= 1")
@@ -145,15 +154,17 @@ class AgentRLConfig:
         get_rules(self.rules)
 
     def with_sample(self) -> "AgentRLConfig":
-        """The config with the sample's instance files, clones (made when missing) and specs filled in."""
+        """The config with the sample's instance files, clones (made when missing, by process 0 of a
+        multi-host run while the others wait) and specs filled in."""
         if not self.sample:
             return self
         repos = Path(self.out_dir) / "sample_repos"
         made = repos / ".made"  # written last: a run killed while making them makes them again
-        if not made.is_file():
+        if not made.is_file() and jax.process_index() == 0:
             shutil.rmtree(repos, ignore_errors=True)
             add_sample_synth_commits(make_sample_repos(repos))
             made.write_text("the sample's clones with the synthesized tasks' commits\n")
+        barrier("agent-rl sample clones")
         agent = self.agent if self.agent.specs else dataclasses.replace(self.agent, specs=str(SAMPLE_SPECS))
         return dataclasses.replace(self, sample=False, instances=SAMPLE_INSTANCES, repos=str(repos), agent=agent)
 
@@ -171,17 +182,31 @@ def split_by_repo(instances: Sequence[Instance], heldout_repos: Sequence[str]) -
     return [i for i in instances if i.repo not in held], [i for i in instances if i.repo in held]
 
 
+def _missing(inst: Instance, locator: RepoLocator, images: ImageOptions) -> str:
+    """Why the harness cannot run `inst`'s code ("" when it can): `no_clone`, or in image mode `no_image`
+    (its image is not in the images directory)."""
+    if images.enabled:
+        return "" if find_image(Path(images.dir), instance_image_name(inst, images)) else "no_image"
+    return "no_clone" if locator.find(inst.repo) is None else ""
+
+
 def usable_instances(config: AgentRLConfig, locator: RepoLocator) -> tuple[list[Instance], dict[str, int]]:
     """The configured instances the harness can judge, in file order, and the ones skipped by
-    reason: `no_clone` (its repository is not under `repos`), `no_tests` (no FAIL_TO_PASS test to
-    judge by), `duplicate` (an instance id seen before)."""
+    reason: `no_clone` (its repository is not under `repos`), `no_image` (image mode: its image is not
+    in `agent.images.dir`; the first one's `skopeo copy` is printed), `no_tests` (no FAIL_TO_PASS test
+    to judge by), `duplicate` (an instance id seen before)."""
     require(bool(config.instances), "instances", "is required (one or more instance files)")
+    images = config.agent.images
     seen, kept, skipped = set(), [], collections.Counter()
     for path in config.instances:
         for inst in load_instances(path, fields=config.fields):
-            reason = ("duplicate" if inst.instance_id in seen else "no_clone" if locator.find(inst.repo) is None
-                      else "no_tests" if not inst.fail_to_pass else "")
+            reason = ("duplicate" if inst.instance_id in seen else _missing(inst, locator, images)
+                      or ("no_tests" if not inst.fail_to_pass else ""))
             seen.add(inst.instance_id)
+            if reason == "no_image" and not skipped[reason]:
+                name = instance_image_name(inst, images)
+                print(f"agent-rl: image {name} of {inst.instance_id} is not in {images.dir} (skipped, as every "
+                      f"instance without its image); fetch it: {fetch_command(name, images.dir)}", flush=True)
             if reason:
                 skipped[reason] += 1
             else:
@@ -189,17 +214,26 @@ def usable_instances(config: AgentRLConfig, locator: RepoLocator) -> tuple[list[
     return kept, dict(skipped)
 
 
-def _write_trajectories(path: Path, groups: EpisodeGroups) -> None:
-    """A step's episodes, every one sampled, without their token ids (the metrics and turns stay
-    readable; ids are what the update used and are many); `trained`: whether its group was in the
-    update (dynamic sampling sets groups without signal aside)."""
-    trained = {i: use for i, use in zip(groups.chosen, groups.trained)}
+def _write_trajectories(path: Path, sampled: Sequence[Sequence[dict[str, Any]]], trained: dict[int, bool]) -> None:
+    """Episodes, every one sampled, without their token ids (the metrics and turns stay readable; ids
+    are what the update used and are many); `trained`: whether its group (by index) was in the update
+    (dynamic sampling sets groups without signal aside); `process`: which ran it. Process 0 writes."""
+    if jax.process_index() != 0:
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
-        for i, group in enumerate(groups.sampled):
+        for i, group in enumerate(sampled):
             for t in group:
                 row = {k: v for k, v in t.items() if k != "tokens"}
                 f.write(json.dumps({**row, "trained": trained.get(i, False)}, sort_keys=True) + "\n")
+
+
+def _environment_stats(mine: dict[str, float]) -> dict[str, float]:
+    """The sandboxes' backend's counts as metrics (the Ray backend's nodes and retries so far, every
+    process's retries added up; nothing for the local backend). A collective with several processes."""
+    every = gather_objects(mine)
+    return {f"env/{k}": max(s[k] for s in every) if k == "environment_nodes" else sum(s[k] for s in every)
+            for k in mine}
 
 
 def plot_curves(metrics: Path, out: Path) -> None:
@@ -215,11 +249,13 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     """The run (module docstring); `policy`: answers in the in-process sampler's stead, for scripted
     tests (token ids and all, as the sampler gives them)."""
     isolation = agent_isolation(config.agent.isolation)  # before anything is made: the sample's clones, checkpoints
+    initialize(config.distributed)  # before anything touches a device
     checked = config  # what checkpoints record: `sample` rather than this machine's paths
     config = config.with_sample()
-    require(bool(config.repos), "repos", "is required (the directory of the instances' clones), or sample=true")
+    require(bool(config.repos) or config.agent.images.enabled, "repos",
+            "is required (the directory of the instances' clones; or agent.images.dir), or sample=true")
     agent = dataclasses.replace(config.agent, judge=True)
-    locator = RepoLocator(config.repos)
+    locator = RepoLocator(config.repos or None)
     instances, skipped = usable_instances(config, locator)
     train, heldout = split_by_repo(instances, config.heldout.repos)
     if config.heldout.max_instances:
@@ -227,7 +263,7 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     if not train:
         raise InputError(f"no instance to train on: {len(instances)} usable (skipped {skipped or 'none'}), "
                          f"{len(heldout)} of them held out by heldout.repos")
-    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, isolation)
+    places = harness_places("agent", agent.specs, agent.env_cache, agent.work_dir, isolation, agent.images)
     out = Path(config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     print(f"agent-rl instances: {len(train)} to train on, {len(heldout)} held out, skipped {skipped or 'none'}",
@@ -244,16 +280,13 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     agent = dataclasses.replace(agent, sampling=dataclasses.replace(
         agent.sampling, eos_ids=agent.sampling.eos_ids or tokenizer.eos_ids))
     setup = TrainerSetup(model_config, state_sh, optimizer, mesh, rules, tokenizer.pad_id, tokenizer,
-                         learning_rate_schedule(opt_config), build_engine(config.rollout, mesh),
+                         learning_rate_schedule(opt_config), build_engine(config.rollout, mesh, span_hosts=True),
                          sampling_config(model_config, config.model))
 
-    def make_env() -> AgentEnvironment:
-        return AgentEnvironment(agent, locator, places.specs, places.env_options, places.work_dir)
-
-    trainer = AgentGRPOTrainer(setup, state, config.grpo, agent, config.update, make_env=make_env,
-                               judge=make_judge(agent, locator, places.specs, places.env_options, places.work_dir,
-                                                similarity=config.similarity_weight > 0),
-                               compact_filtering=config.compact_filtering,
+    environments = open_environments(agent, locator, places.specs, places.env_options, places.work_dir,
+                                     similarity=config.similarity_weight > 0)
+    trainer = AgentGRPOTrainer(setup, state, config.grpo, agent, config.update, make_env=environments.make_env,
+                               judge=environments.judge, compact_filtering=config.compact_filtering,
                                similarity_weight=config.similarity_weight)
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
@@ -269,19 +302,21 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
     def sample(params: Any, step: int) -> EpisodeGroups:
         # Seeded by the run's seed too: runs of several seeds sample different episodes.
         return trainer.sample_episode_groups(params, stream.take, config.instances_per_step,
-                                             derive_seed("agent-grpo", config.seed, step), policy)
+                                             derive_seed("agent-grpo", config.seed, step), policy,
+                                             wait=ahead.wait_for_devices)
 
-    ahead = RolloutsAhead(sample, config.max_staleness)
+    ahead = RolloutsAhead(sample, config.max_staleness, hold_devices=multi_process())
     ahead.restore(pending)
 
-    def evaluate(state: Any) -> dict[str, float]:
+    def evaluate(state: Any, position: int) -> dict[str, float]:
         ahead.settle()  # the sampler is the evaluation's alone
         groups = trainer.rollouts(state.params, heldout, heldout_seed(config.heldout), policy,
                                   samples=config.heldout.samples)
+        _write_trajectories(out / "trajectories" / f"heldout_{position:06d}.jsonl", groups, {})
         return episode_metrics(groups, "heldout/")
 
     if heldout and position == 0:
-        run["heldout_first"] = evaluate(state)
+        run["heldout_first"] = evaluate(state, 0)
         writer.write(0, run["heldout_first"])
     preemption = PreemptionFlag()
     steps_run = 0
@@ -293,21 +328,24 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
             ahead.prefetch(state.params, position + 1)
         state, metrics = trainer.update_on_groups(state, position, groups)
         metrics["staleness"] = float(staleness)
+        metrics.update(_environment_stats(environments.stats()))
         metrics["host/step_seconds"] = time.perf_counter() - started  # waiting for its rollouts, and the update
-        _write_trajectories(out / "trajectories" / f"step_{position + 1:06d}.jsonl", groups)
+        _write_trajectories(out / "trajectories" / f"step_{position + 1:06d}.jsonl", groups.sampled,
+                            dict(zip(groups.chosen, groups.trained)))
         position += 1
         steps_run += 1
         metrics.update(host_memory_gb())
         every = config.heldout.every
         if heldout and (position == config.num_steps or (every and position % every == 0)):
-            metrics.update(evaluate(state))
+            metrics.update(evaluate(state, position))
             run["heldout_last"] = {k: v for k, v in metrics.items() if k.startswith("heldout/")}
         run.setdefault("resolved_first", metrics["resolved_rate"])
         run["resolved_last"] = metrics["resolved_rate"]
         writer.write(position, metrics)
         bar.update(1)
         bar.set_postfix(resolved=f"{metrics['resolved_rate']:.2f}", refresh=False)
-        stop = preemption.is_set() or steps_run == config.stop_after_steps
+        # Every host stops, and saves, at the same position when any of them was told to.
+        stop = any_process(preemption.is_set()) or steps_run == config.stop_after_steps
         if stop or position % config.save_every == 0 or position == config.num_steps:
             # The rollouts in flight go in too: the weights they read are not in the checkpoint.
             pending = ahead.settle()
@@ -317,6 +355,7 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
             break
     bar.close()
     ahead.close()
+    environments.close()
     preemption.restore()
     checkpointer.close()
     writer.close()
@@ -327,5 +366,6 @@ def run_agent_rl(config: AgentRLConfig, policy: Optional[Policy] = None) -> dict
                                "skipped_instances": skipped, **run}
     if config.export and summary["finished"]:
         summary.update(export_policy(out, model_config, state.params, config.model))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    if jax.process_index() == 0:
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary

@@ -61,10 +61,15 @@ def episode_metrics(groups: Sequence[Sequence[Mapping[str, Any]]], prefix: str =
     return {f"{prefix}{k}": v for k, v in out.items()}
 
 
+# The harness's failure, not the agent's: a work tree lost mid-episode (a Ray worker or node lost past its
+# retries, agent/ray_environments.py) says nothing of the policy, whether or not filtering is on.
+NOT_THE_AGENTS = frozenset({"setup_error"})
+
+
 def kept_for_loss(exit_status: str, compact_filtering: bool = True) -> bool:
     """Whether an episode's tokens train: all of them without compact filtering (an episode cut by a
-    limit then counts as unresolved, reward 0, like any other failure)."""
-    return not compact_filtering or exit_status not in COMPACT_FILTERED
+    limit then counts as unresolved, reward 0, like any other failure), never a set-up failure's."""
+    return exit_status not in NOT_THE_AGENTS and (not compact_filtering or exit_status not in COMPACT_FILTERED)
 
 
 def loo_advantages(rewards: Sequence[Sequence[float]], kept: Sequence[Sequence[bool]]) -> list[list[float]]:

@@ -11,11 +11,19 @@ started from (step 0's for t = 0) with the step's own seed, and take instances f
 (one worker). Waiting for them (`settle`) changes when, not what. A checkpoint holds the rollouts in
 flight, settled (`settle`), so a resumed run trains on the episodes the uninterrupted one would
 have: the weights they were sampled from are not in the checkpoint.
+
+Across hosts (`hold_devices`, several processes): every process must start the programs and
+collectives of the global mesh in the same order, and two threads that start them as they come
+would not. So the rollouts ahead run their set-ups (the sandboxes' work, on the host) while the update
+runs, and wait (`wait_for_devices`) before their first collective until the main thread gives the
+devices up: when it asks for their groups or settles them, having started nothing since. Which
+episodes are sampled is the same either way.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import threading
 from typing import Any, Callable, Optional
 
 import jax
@@ -26,10 +34,13 @@ SampleFn = Callable[[Any, int], EpisodeGroups]  # (params, position) -> that ste
 
 
 class RolloutsAhead:
-    def __init__(self, sample: SampleFn, ahead: int):
+    def __init__(self, sample: SampleFn, ahead: int, hold_devices: bool = False):
         if ahead not in (0, 1):
             raise ValueError(f"ahead must be 0 or 1, got {ahead}")
         self.sample, self.ahead = sample, ahead
+        self._hold = hold_devices
+        self._devices_free = threading.Event()  # set: the rollouts may start device programs
+        self._devices_free.set()
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rollouts") if ahead else None
         self._pending: Optional[tuple[int, concurrent.futures.Future]] = None
 
@@ -42,7 +53,12 @@ class RolloutsAhead:
         if ahead_of != position:
             raise ValueError(f"rollouts ahead are step {ahead_of}'s, not step {position}'s")
         self._pending = None
+        self._devices_free.set()
         return future.result(), 1
+
+    def wait_for_devices(self) -> None:
+        """Blocks a rollout's collective until the main thread gives the devices up (module docstring)."""
+        self._devices_free.wait()
 
     def prefetch(self, params: Any, position: int) -> None:
         """Starts step `position`'s rollouts from a copy of `params` (the update about to run donates
@@ -52,6 +68,8 @@ class RolloutsAhead:
         if self._pending is not None:
             raise ValueError("rollouts ahead are already running")
         snapshot = jax.block_until_ready(jax.tree.map(lambda x: x.copy(), params))
+        if self._hold:
+            self._devices_free.clear()
         self._pending = (position, self._executor.submit(self.sample, snapshot, position))
 
     def settle(self) -> Optional[dict[str, Any]]:
@@ -60,6 +78,7 @@ class RolloutsAhead:
         if self._pending is None:
             return None
         position, future = self._pending
+        self._devices_free.set()
         return {"position": position, "groups": dataclasses.asdict(future.result())}
 
     def restore(self, pending: Optional[dict[str, Any]]) -> None:

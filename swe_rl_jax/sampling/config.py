@@ -45,12 +45,15 @@ class RolloutConfig:
         require(self.prefix_cache_tokens >= 0, "prefix_cache_tokens", f"must be >= 0, got {self.prefix_cache_tokens}")
 
 
-def build_engine(config: RolloutConfig, run_mesh: Optional[jax.sharding.Mesh] = None) -> Engine:
+def build_engine(config: RolloutConfig, run_mesh: Optional[jax.sharding.Mesh] = None,
+                 span_hosts: bool = False) -> Engine:
     """The rollout engine of `config`; `run_mesh` stands in for an unset `config.mesh` (no mesh
     at all when both are unset: single-device rollouts). With several processes each host
     samples its own prompts (rl/host_sampling.py), so the engine's mesh is over this host's
-    devices: `config.mesh` sized to them, or fsdp over all of them."""
-    if multi_process():
+    devices: `config.mesh` sized to them, or fsdp over all of them. `span_hosts`: one SPMD sampler
+    over every process's devices instead (agent-rl: every host calls it with the same requests,
+    rl/host_episodes.py), the mesh as with one process."""
+    if multi_process() and not span_hosts:
         mesh = make_mesh(config.mesh or MeshConfig(fsdp=-1), jax.local_devices())
     else:
         mesh = make_mesh(config.mesh) if config.mesh is not None else run_mesh

@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, NamedTuple, Sequence
 
-import jax
 import numpy as np
+
+from swe_rl_jax.parallel.distributed import fetch
 
 Finished = tuple[np.ndarray, np.ndarray, np.ndarray, bool]  # tokens, logp, logp_truncated, hit_eos
 
@@ -63,7 +64,7 @@ def run(programs: Programs, prompts: Sequence[tuple[int, ...]], num_slots: int, 
             for slot, request in admitted:
                 slot_request[slot] = request
         rows, produced = programs.decode(rows, min(refill_after, len(waiting)))
-        first, produced, active, hit_eos = jax.device_get((first, produced, rows.active, rows.hit_eos))
+        first, produced, active, hit_eos = fetch((first, produced, rows.active, rows.hit_eos))
         for a, (slot, request) in enumerate(admitted):
             pieces[request].append(tuple(np.asarray(x)[a, :1] for x in first[:3]))
         for slot, request in enumerate(slot_request):

@@ -42,6 +42,7 @@ from jax.sharding import Mesh
 from swe_rl_jax.models import ModelConfig
 from swe_rl_jax.models.decoder import KVCache, compute_dtype
 from swe_rl_jax.models.params import Params
+from swe_rl_jax.parallel.distributed import fetch
 from swe_rl_jax.parallel.rules import MeshSharding, Rules, activation_sharding, get_rules, param_shardings, rules_for_mesh
 from swe_rl_jax.sampling import continuous
 from swe_rl_jax.sampling.buckets import Buckets
@@ -304,7 +305,7 @@ class Engine:
         else:
             bank = self._prefill_bank(config, params, prompts, num_rows, prompt_slots, prefix_cache)
             outputs = self._from_bank(config, options, params, bank, admission, eos)
-        tokens, logp, logp_trunc, lengths, hit_eos = (np.asarray(o) for o in jax.device_get(outputs))
+        tokens, logp, logp_trunc, lengths, hit_eos = fetch(outputs)
         return [(tokens[r, :n], logp[r, :n], logp_trunc[r, :n], bool(hit_eos[r]))
                 for r, n in enumerate(int(n) for n in lengths[:len(requests)])]
 

@@ -13,8 +13,8 @@ Per repository, at one commit (the *original*):
    at least `min_timeout_s`, at most the harness limit). Kept when at least one reference test
    now fails: FAIL_TO_PASS = those tests, PASS_TO_PASS = the reference tests that still pass.
    Rejected, by reason: `no_test_fails` (the suite does not notice), `collection_error` (a test
-   file no longer imports: the bug breaks the package at import time), `timeout`,
-   `no_test_results`; before any test runs, `syntax_error`, `no_change`, `duplicate`.
+   file no longer imports: the bug breaks the package at import time), `timeout`, the other
+   limits' kinds (`memory_limit`, `disk_limit`, `process_limit`), `no_test_results`; before any test runs, `syntax_error`, `no_change`, `duplicate`.
 4. **Instances**: the buggy state is committed on top of the original (`repos.py`), the fix
    patch is the diff from it back to the original, the issue text comes from the failing tests
    (`issue_text.py`, in `issue_style`); what the tests showed is recorded in `synth.failure`, so
@@ -59,7 +59,8 @@ from swe_rl_jax.synth.mutations import OPERATORS, Candidate, enumerate_mutations
 from swe_rl_jax.synth.repos import build_buggy_commits, clone, commit_date
 
 REJECT_REASONS = ("syntax_error", "no_change", "duplicate", "no_test_fails", "collection_error", "timeout",
-                  "no_test_results", "tampered", "patch_failed", "checkout_failed", "verify_failed")
+                  "memory_limit", "disk_limit", "process_limit", "no_test_results", "tampered", "patch_failed",
+                  "checkout_failed", "verify_failed")
 PROGRESS_EVERY = 50  # candidates between progress lines
 
 

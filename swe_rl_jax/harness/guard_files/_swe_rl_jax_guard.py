@@ -133,7 +133,6 @@ def pytest_runtest_protocol(item, nextitem):
     _audit("swe_rl_jax.guard", "check", "framework", "stdlib")  # the first test's: the stdlib's snapshot
     _audit("swe_rl_jax.guard", "hooks", _hook_table(item.config.pluginmanager))
     yield
-    _audit("swe_rl_jax.guard", "check", "framework", "stdlib")
 
 
 @_hookimpl(hookwrapper=True, trylast=True)
@@ -162,5 +161,5 @@ def pytest_runtest_logreport(report):
 
 @_hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    _audit("swe_rl_jax.guard", "check", "framework")
+    _audit("swe_rl_jax.guard", "check", "framework", "stdlib")
     _audit("swe_rl_jax.guard", "F", int(exitstatus))

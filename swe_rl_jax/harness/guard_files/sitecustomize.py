@@ -12,10 +12,12 @@ it adds an audit hook (PEP 578: no Python code can remove one), which
   only in this hook's closure, which no Python code can reach: the ways to it (the garbage
   collector, frames, ctypes, /proc/self/mem) are what the hook watches, and hooks run untraced;
 - attributes the events a forger needs to the code that raised them, by the frames on the stack. A
-  frame is trusted when its file is the standard library's, the cached environment's, this
-  directory's, or a work-tree file whose contents are what the harness wrote before any code ran
-  (`trusted`: path -> git blob id); anything else (what the model patch or the install step changed
-  or added, code compiled at run time) is not. A watched event from code that is not trusted ends
+  frame is trusted when its file is a `.py` file of the standard library, of the cached environment,
+  of this directory, or of the work tree with the contents the harness wrote before any code ran
+  (`trusted`: path -> git blob id), or when its code is a function (class body, lambda,
+  comprehension) of a file the model patch changed that the patch left as it was (`partly_trusted`:
+  path -> blob id and (first line, name) of each such code object); anything else (what the patch
+  wrote or added, what the install step changed, code compiled at run time) is not. A watched event from code that is not trusted ends
   the process at once with an `E` record naming the event, the file and line: the run is `tampered`;
 - snapshots, on the plugin's request, what the test framework, `builtins` and the standard library
   bind (functions, classes and their attributes, modules) and compares later states with it;
@@ -47,7 +49,6 @@ def _start():
     import hashlib
     import json
     import marshal
-    import sysconfig
     import types
     with open(config_path, "rb") as handle:
         config = json.loads(handle.read().decode("utf-8"))
@@ -66,7 +67,10 @@ def _start():
     str_, bytes_, int_, tuple_, list_, dict_, set_, frozenset_, type_, len_, id_, isinstance_, issubclass_, any_ = (
         str, bytes, int, tuple, list, dict, set, frozenset, type, len, id, isinstance, issubclass, any)
     Exception_, OSError_, ValueError_ = Exception, OSError, ValueError
-    code_type, function_type, module_type = types.CodeType, types.FunctionType, types.ModuleType
+    code_type, function_type, module_type, method_type = types.CodeType, types.FunctionType, types.ModuleType, \
+        types.MethodType
+    method_function = method_type.__dict__["__func__"].__get__
+    builtin_names = frozenset(vars(builtins))
     module_dict, class_dict = type(sys).__dict__["__dict__"].__get__, type.__dict__["__dict__"].__get__
     function_code = function_type.__dict__["__code__"].__get__
     writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -81,6 +85,7 @@ def _start():
                                   "last_value", "last_traceback", "last_exc")),
         id(vars(warnings)): frozenset(("showwarning", "_showwarnmsg_impl", "_showwarning_orig", "formatwarning")),
         id(vars(threading)): frozenset(("excepthook",)),
+        id(vars(builtins)): frozenset(("_",)),  # the last value a display hook showed (doctests)
     }
     # What a test could use as a tool and a forger replace: functions, classes, modules, descriptors.
     behaviour = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, types.MethodType, classmethod,
@@ -92,15 +97,15 @@ def _start():
 
     worktree = config["worktree"].rstrip("/") + "/"
     trusted_files = dict(config["trusted"])  # work-tree path -> git blob id, as the harness wrote it
+    # A file the model patch changed: path -> (its blob id, (first line, name) of the code it kept).
+    partly = {worktree + rel: (blob, frozenset((line, name) for line, name in kept))
+              for rel, (blob, kept) in config.get("partly_trusted", {}).items()}
     test_files = frozenset(config["tests"])
-    paths = sysconfig.get_paths()
-    std_roots = set()
-    for name in ("stdlib", "platstdlib"):
-        for root in (paths[name], os.path.realpath(paths[name])):
-            std_roots.add(root.rstrip("/") + "/")
-    std_roots = tuple(std_roots)
+    stdlib = os.path.dirname(os.__file__)  # where the standard library's Python files are (sysconfig costs ms)
+    std_roots = tuple({stdlib.rstrip("/") + "/", os.path.realpath(stdlib).rstrip("/") + "/"})
     own = os.path.dirname(os.path.abspath(__file__)) + "/"
     trusted_roots = tuple([r.rstrip("/") + "/" for r in config["trusted_roots"]] + [own])
+    untrusted_roots = tuple([r.rstrip("/") + "/" for r in config.get("untrusted_roots", [])] + ["/tmp/", "/dev/shm/"])
     framework_roots = frozenset(("pytest", "_pytest", "pluggy", "py", "unittest", "builtins", config.get("plugin", "")))
     startup_stems = frozenset(("sitecustomize", "usercustomize"))
     config_names = frozenset(("conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
@@ -143,16 +148,35 @@ def _start():
             found = (False, False)
         elif filename.startswith("<frozen "):
             found = (True, True)
-        elif filename.startswith(trusted_roots):
-            found = (True, False)
-        elif filename.startswith(std_roots) and "-packages/" not in filename:
-            found = (True, True)
         elif filename.startswith(worktree):
             found = (filename[len_(worktree):] in trusted_files, False)
-        else:
-            found = (False, False)
+        elif filename.startswith(own):
+            found = (True, False)
+        elif filename.startswith(std_roots) and "-packages/" not in filename and not filename.startswith(untrusted_roots):
+            found = (True, True)
+        else:  # the longest root that holds it decides: an image's `/` is trusted, its /tmp not
+            found = (longest(filename, trusted_roots) > longest(filename, untrusted_roots), False)
+        if found[0] and filename.startswith("/") and not filename.endswith(".py") and "/bin/" not in filename:
+            found = (False, False)  # a template's or data file's name: code compiled under it is nobody's
         trust_cache[filename] = found
         return found
+
+    def frame_trusted(frame):
+        """Whether the code running in `frame` is trusted: its file's, or (a file the patch changed) a
+        code object the patch kept."""
+        code = frame.f_code
+        trusted, standard = classify(code.co_filename)
+        if trusted or standard:
+            return trusted
+        kept = partly.get(code.co_filename)
+        return kept is not None and (code.co_firstlineno, code.co_name) in kept[1]
+
+    def longest(filename, roots):
+        best = -1
+        for root in roots:
+            if filename.startswith(root) and len_(root) > best:
+                best = len_(root)
+        return best
 
     def is_import(code):  # what runs below an import acts for the module being imported
         return code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib")
@@ -163,7 +187,7 @@ def _start():
             code = frame.f_code
             if stop_at_import and is_import(code):
                 return None
-            if not classify(code.co_filename)[0]:
+            if not frame_trusted(frame):
                 return frame
             frame = frame.f_back
         return None
@@ -191,9 +215,9 @@ def _start():
             code = frame.f_code
             if is_import(code):
                 return None
-            trusted, standard = classify(code.co_filename)
+            standard = classify(code.co_filename)[1]
             if not standard:
-                if trusted or (formatted and outermost.co_name not in readers):
+                if frame_trusted(frame) or (formatted and outermost.co_name not in readers):
                     return None
                 return frame
             formatted = formatted or (formatting_allowed and code.co_filename.endswith(formatting))
@@ -204,16 +228,15 @@ def _start():
     def reader(frame):
         """For events that hand out frames: the caller when it is untrusted, or the untrusted code that
         called one of the standard library's readers of frames (`readers`) that raised it."""
-        trusted, standard = classify(frame.f_code.co_filename)
-        if not standard:
-            return None if trusted else frame
+        if not classify(frame.f_code.co_filename)[1]:
+            return None if frame_trusted(frame) else frame
         outermost = None
         while frame is not None and classify(frame.f_code.co_filename)[1]:
             if is_import(frame.f_code):
                 return None
             outermost = frame.f_code
             frame = frame.f_back
-        if frame is not None and outermost.co_name in readers and not classify(frame.f_code.co_filename)[0]:
+        if frame is not None and outermost.co_name in readers and not frame_trusted(frame):
             return frame
         return None
 
@@ -222,7 +245,7 @@ def _start():
             name = frame.f_code.co_filename
             emit("E", (event, name[len_(worktree):] if name.startswith(worktree) else name, frame.f_lineno, detail))
         finally:
-            exit_now(86)
+            exit_now(86)  # GUARD_EXIT in harness/guard.py
 
     def resolve(path):
         """An absolute, normalized path ("" for a descriptor); links are not followed: a test file reached
@@ -345,14 +368,19 @@ def _start():
                     flag(event, culprit, "read the code of a test function")
 
     def on_setattr(event, args, caller):
-        if len_(args) > 1 and args[1] in ("__code__", "__defaults__", "__kwdefaults__", "__class__"):
-            on_actor(event, args, caller)
+        if len_(args) < 2 or args[1] not in ("__code__", "__defaults__", "__kwdefaults__", "__class__"):
+            return
+        if args[1] != "__class__" and type_(args[0]) is function_type \
+                and not classify(function_code(args[0]).co_filename)[0]:
+            return  # a function of untrusted code or made at run time (typing.NamedTuple's __new__): its maker's
+        on_actor(event, args, caller)
 
     def on_compile(event, args, caller):
         source, filename = args[0], args[1] if len_(args) > 1 else None
         if isinstance_(filename, bytes_):
             filename = filename.decode("utf-8", "surrogateescape")
-        if type_(filename) is not str_ or not filename.startswith("/") or not classify(filename)[0]:
+        if type_(filename) is not str_ or not filename.startswith("/") or not (classify(filename)[0]
+                                                                               or filename in partly):
             return  # the name of no trusted file: it claims nothing
         if type_(source) in (str_, bytes_):
             try:
@@ -368,31 +396,38 @@ def _start():
                 if trusted_files.get(filename[len_(worktree):]) != blob:  # changed since the harness wrote it
                     trusted_files.pop(filename[len_(worktree):], None)
                     trust_cache.pop(filename, None)
+                if filename in partly and partly[filename][0] != blob:
+                    partly.pop(filename)
         else:  # a syntax tree (pytest's assertion rewriting): only trusted code compiles one under a trusted name
             culprit = anywhere(caller)
             if culprit is not None:
                 flag(event, culprit, "compiled a syntax tree under the name " + filename)
 
     def namespaces(which):
-        """(name, namespace) of what `which` covers: the framework's modules and their classes, or the
-        standard library's modules, as imported now."""
-        out = []
+        """(name, namespace) of what `which` covers, each namespace once: the framework's modules and
+        their classes, or the standard library's modules, as imported now."""
+        out, seen = [], set()
+
+        def add(name, namespace, is_class=False):
+            if id_(namespace) not in seen:
+                seen.add(id_(namespace))
+                out.append((name, namespace, is_class))
+
         for name, module in list_(modules.items()):
             if type_(module) is not module_type:
                 continue
-            root = name.split(".", 1)[0]
-            framework = root in framework_roots
+            framework = name.split(".", 1)[0] in framework_roots
             if which == "framework" and framework:
                 namespace = module_dict(module)
-                out.append((name, namespace))
+                add(name, namespace)
                 for attr, value in list_(namespace.items()):
                     if issubclass_(type_(value), type_):
-                        out.append((name + "." + attr, class_dict(value)))
+                        add(name + "." + str_(attr), class_dict(value), True)
             elif which == "stdlib" and not framework:
                 filename = module_dict(module).get("__file__")
                 if filename is None or (type_(filename) is str_ and filename.startswith(std_roots)
                                         and "-packages/" not in filename):
-                    out.append((name, module_dict(module)))
+                    add(name, module_dict(module))
         return out
 
     def is_behaviour(kind):  # by identity: `in` would call a metaclass's __eq__
@@ -401,29 +436,72 @@ def _start():
                 return True
         return issubclass_(kind, type_)
 
-    def bound(namespace):
-        ids, held = {}, []
+    def bound(namespace, everything=False):
+        """(attr, value, behaviour) of what the namespace binds that a forger could replace (`behaviour`;
+        with `everything`, every value, a flag a module would later bind to a class included), but what
+        pytest itself swaps (`swapped_by_pytest`). The values are held: their ids stay theirs."""
         swapped = swapped_by_pytest.get(id_(namespace), ())
+        out = []
         for attr, value in list_(namespace.items()):
-            if type_(attr) is str_ and is_behaviour(type_(value)) and attr not in swapped:
-                ids[attr] = id_(value)
-                held.append(value)  # keeps the ids unique while the snapshot lives
-        return ids, held
+            if type_(attr) is str_ and attr not in swapped:
+                acts = is_behaviour(type_(value))
+                if acts or everything:
+                    out.append((attr, value, acts))
+        return out
 
     def snapshot(which):
-        snapshots[which] = [(name, namespace) + bound(namespace) for name, namespace in namespaces(which)]
+        snapshots[which] = [[name, namespace, len_(namespace), bound(namespace, which == "framework"), is_class]
+                            for name, namespace, is_class in namespaces(which)]
+
+    def untrusted_code_in(value):
+        """Whether `value` is, or (a class, a module) binds, a function or method of code the guard does
+        not trust, or is a module of a file it does not trust."""
+        kind = type_(value)
+        if kind is method_type:
+            value, kind = method_function(value), type_(method_function(value))
+        if kind is function_type:
+            return not classify(function_code(value).co_filename)[0]
+        if kind is module_type:
+            filename = module_dict(value).get("__file__")
+            if type_(filename) is str_ and not classify(filename)[0]:
+                return True
+            namespace = module_dict(value)
+        elif issubclass_(kind, type_):
+            namespace = class_dict(value)
+        else:
+            return False
+        for item in list_(namespace.values()):
+            if type_(item) is function_type and not classify(function_code(item).co_filename)[0]:
+                return True
+        return False
 
     def changed(which):
-        """The first name the snapshot bound otherwise now, or ""."""
-        for name, namespace, ids, _ in snapshots.get(which, ()):
-            now, _ = bound(namespace)
-            if now != ids:
-                for attr in ids:
-                    if now.get(attr) != ids[attr]:
-                        return name + "." + attr
-                for attr in now:
-                    if attr not in ids and type_(namespace.get(attr)) is not module_type:  # not a submodule imported
-                        return name + "." + attr + " (added)"
+        """The first name the snapshot bound otherwise now, or "": each binding looked up again (an
+        identity, no call), and a namespace whose size changed scanned for what was added. The
+        framework's bindings may not change; the standard library's may, to what is not untrusted code
+        (`untrusted_code_in`: tests mock its functions, re-import its modules). A module may gain a
+        binding of trusted code (a submodule imported since, a class a function makes on first use)
+        that shadows no builtin; a class, none."""
+        framework = which == "framework"
+        for entry in snapshots.get(which, ()):
+            name, namespace, size, pairs, is_class = entry
+            get = namespace.get
+            for index in range(len_(pairs)):
+                attr, value, acts = pairs[index]
+                now = get(attr, pairs)
+                if now is value:
+                    continue
+                if (framework and acts) or (now is not pairs and untrusted_code_in(now)):
+                    return name + "." + attr
+                pairs[index] = (attr, now, acts)  # a new binding the rules allow, checked from now on
+            if len_(namespace) != size:
+                known = set_(attr for attr, _, _ in pairs)
+                for attr, value, acts in bound(namespace, framework):
+                    if attr not in known:
+                        if (is_class and acts) or attr in builtin_names or untrusted_code_in(value):
+                            return name + "." + attr + " (added)"
+                        pairs.append((attr, value, acts))
+                entry[2] = len_(namespace)
         return ""
 
     plugin_codes = set()
@@ -494,7 +572,7 @@ def _start():
                     try:
                         emit("E", (event, "<no Python frame>", 0, "a callback with no code on the stack"))
                     finally:
-                        exit_now(86)
+                        exit_now(86)  # GUARD_EXIT in harness/guard.py
                 return
             handler(event, args, caller)
         finally:
@@ -508,6 +586,16 @@ def _start():
             plugin_codes.add(id(code))
             todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
         state["plugin"] = plugin  # holds the code objects whose ids are trusted
+    # Loaded: the run goes on as if the guard's directory had never been on the path (a test that
+    # reads sys.path or PYTHONPATH, or starts Python, sees the repository's own).
+    own_dir = own.rstrip("/")
+    sys.path[:] = [entry for entry in sys.path if entry.rstrip("/") != own_dir]
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if entries[0].rstrip("/") == own_dir:
+        if len(entries) > 1:
+            os.environ["PYTHONPATH"] = os.pathsep.join(entries[1:])
+        else:
+            del os.environ["PYTHONPATH"]
     emit("H", (config["mode"], "%d.%d" % sys.version_info[:2]))
     sys.addaudithook(hook)
 
