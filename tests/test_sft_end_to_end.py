@@ -3,6 +3,7 @@ import json
 
 import numpy as np
 
+from progress_bars import bars
 from swe_rl_jax.cli import main as cli
 
 
@@ -21,14 +22,19 @@ def test_build_sample_filter_sft_export(tmp_path, tiny_llama, capsys):
     assert report["train"]["rejection_reasons"]["absent_items"] > 0
 
     capsys.readouterr()
-    rc = cli(["sft", f"sft_dir={sft_data}", f"records_dir={records}", f"out_dir={out}",
-              f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
-              "subtasks=[file_localization]", "inputs_length=512", "targets_length=64",
-              "batch_size=2", "shuffle_buffer_size=16", "num_steps=5", "schedule_steps=8", "optimizer.lr=1e-2", "optimizer.warmup_steps=0",
-              "eval_examples=1", "eval_max_new_tokens=8", "save_every=2", "progress=false"])
+    argv = ["sft", f"sft_dir={sft_data}", f"records_dir={records}", f"out_dir={out}",
+            f"model.checkpoint={tiny_llama}", "model.tokenizer=smollm2",
+            "subtasks=[file_localization]", "inputs_length=512", "targets_length=64",
+            "batch_size=2", "shuffle_buffer_size=16", "schedule_steps=8", "optimizer.lr=1e-2", "optimizer.warmup_steps=0",
+            "eval_examples=1", "eval_max_new_tokens=8", "save_every=2"]
+    rc = cli(argv + ["num_steps=5", "progress=false"])
     assert rc == 0
+    # progress=false: no bar at all, neither ours nor those of TFDS building the SFT datasets.
+    assert not bars(capsys.readouterr().err)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 5 and summary["stop_reason"] == "done"
+    # remat auto: the tiny model's step fits a quarter of the host's RAM without checkpointing.
+    assert summary["remat"] == "none"
     assert summary["train_loss_last"] < summary["train_loss_first"] - 0.5  # it learns
     assert np.isfinite(summary["heldout_loss"])
     assert summary["heldout_eval"]["all"]["n"] == 1  # eval_examples=1 of the one subtask
@@ -44,3 +50,11 @@ def test_build_sample_filter_sft_export(tmp_path, tiny_llama, capsys):
     # The export is the trained model, not the initial one.
     initial = AutoModelForCausalLM.from_pretrained(tiny_llama)
     assert not torch.equal(hf.model.layers[0].mlp.up_proj.weight, initial.model.layers[0].mlp.up_proj.weight)
+
+    # The same command with one step more resumes, and progress=true shows the run's bar (6 of 6).
+    # A budget nothing fits makes auto take the last resort, full remat (resuming may change it).
+    assert cli(argv + ["num_steps=6", "progress=true", "eval_examples=0", "export=false",
+                       "memory_budget_gb=1e-9"]) == 0
+    resumed = json.loads((out / "summary.json").read_text())
+    assert resumed["steps"] == 6 and resumed["remat"] == "full"
+    assert any(" 6/6 [" in bar for bar in bars(capsys.readouterr().err))

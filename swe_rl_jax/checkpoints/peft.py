@@ -214,10 +214,12 @@ def load_peft_adapter(directory: str | os.PathLike[str], config: ModelConfig) ->
         extra = sorted(names - set(expected))
         if extra:
             raise InputError(f"{file}: unexpected tensor {extra[0]} ({len(extra)} unexpected in all; "
-                             f"{ADAPTER_CONFIG} targets {', '.join(lora.targets)} of {config.num_layers} layers)")
+                             f"{ADAPTER_CONFIG} targets {', '.join(lora.targets)} of the base model's "
+                             f"{config.num_layers} layers)")
         missing = [n for n in expected if n not in names]
         if missing:
-            raise InputError(f"{file}: missing tensor {missing[0]} ({len(missing)} missing in all)")
+            raise InputError(f"{file}: missing tensor {missing[0]} ({len(missing)} missing in all; the base model "
+                             f"has {config.num_layers} layers)")
         for entry in table:
             try:
                 array = f.get_tensor(entry.hf_name)
@@ -225,7 +227,8 @@ def load_peft_adapter(directory: str | os.PathLike[str], config: ModelConfig) ->
                 raise InputError(f"{file}: cannot read tensor {entry.hf_name}: {_one_line(e)}") from None
             if tuple(array.shape) != entry.hf_shape:
                 raise InputError(f"{file}: tensor {entry.hf_name} has shape {tuple(array.shape)}, expected "
-                                 f"{entry.hf_shape} (rank {lora.rank} and the base model's config.json)")
+                                 f"{entry.hf_shape} for rank {lora.rank} on the base model (an adapter of "
+                                 "another model?)")
             if not np.issubdtype(array.dtype, np.floating):
                 raise InputError(f"{file}: tensor {entry.hf_name} has dtype {array.dtype}; adapters must be "
                                  "floating point")

@@ -1,15 +1,19 @@
 """`generate`: sample answers to chat prompts with the rollout engine and print them.
 
     python -m swe_rl_jax.cli generate --prompt "..." [--prompt "..."] [--checkpoint DIR|FILE.gguf|smollm2]
-        [--system "..."] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--n N]
+        [--adapter DIR] [--system "..."] [--max-new-tokens N] [--temperature T] [--top-p P] [--top-k K] [--n N]
         [--seed S] [--stop STR] [--dtype float32|bfloat16] [--tokenizer DIR]
         [--mesh data=2,tensor=4] [--rules tp] [--slots 64] [--segment-steps 16]
 
-The checkpoint may also be a built-in name: `smollm2` (SmolLM2-135M-Instruct), the default. Every
-setting is checked before the weights load: a sampling value out of range (`--n 0`, `--top-p 5`, a
-negative `--temperature` or `--max-new-tokens`), a bad `--mesh`, a `--checkpoint` or `--tokenizer`
-that does not exist is one `error:` line naming it, exit 2. Each prompt is rendered with the
-tokenizer's chat template (generation prompt appended); stopping uses the tokenizer's EOS ids.
+The checkpoint may also be a built-in name: `smollm2` (SmolLM2-135M-Instruct), the default.
+--adapter: a PEFT LoRA adapter directory (what a LoRA run exports as <out>/adapter, or PEFT's
+`save_pretrained`) folded into the checkpoint's weights, its base (docs/LORA.md). Every setting is
+checked before the weights load: a sampling value out of range (`--n 0`, `--top-p 5`, a negative
+`--temperature` or `--max-new-tokens`), a bad `--mesh`, a `--checkpoint`, `--tokenizer` or
+`--adapter` that does not exist, an adapter directory we cannot load or whose tensors do not fit
+the checkpoint (an adapter of another model) is one `error:` line naming it, exit 2. Each prompt
+is rendered with the tokenizer's chat template (generation prompt appended); stopping uses the
+tokenizer's EOS ids.
 With --mesh the weights and KV cache are split over the devices by the rollout rules (--rules,
 parallel/rules.py); the answers are those of one device. --slots 0 runs one static batch
 instead of continuous batching.
@@ -24,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from swe_rl_jax.checkpoints import load_hf
-from swe_rl_jax.model_source import ModelSource, check_model_files, resolve_checkpoint
+from swe_rl_jax.model_source import ModelSource, check_model_files, fold_adapter, read_adapter, resolve_checkpoint
 from swe_rl_jax.parallel import parse_mesh
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.sampling.config import RolloutConfig, build_engine
@@ -36,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", default="smollm2",
                    help="HF directory, .gguf file or built-in name (default: smollm2, SmolLM2-135M-Instruct)")
+    p.add_argument("--adapter", default="",
+                   help="PEFT LoRA adapter directory, applied to --checkpoint (its base model)")
     p.add_argument("--tokenizer", default="", help="tokenizer directory (default: the checkpoint's)")
     p.add_argument("--prompt", action="append", required=True, help="user message (repeatable)")
     p.add_argument("--system", default="", help="optional system message")
@@ -63,12 +69,16 @@ def main(argv: list[str]) -> int:
                         top_p=args.top_p, n=args.n, stop=tuple(args.stop))
     rollout = RolloutConfig(mesh=parse_mesh(args.mesh) if args.mesh else None, rules=args.rules,
                             slots=args.slots, segment_steps=args.segment_steps)
-    check_model_files(ModelSource(checkpoint=args.checkpoint, tokenizer=args.tokenizer), prefix="--")
+    check_model_files(ModelSource(checkpoint=args.checkpoint, tokenizer=args.tokenizer, adapter=args.adapter),
+                      prefix="--")
     engine = build_engine(rollout)
     src = resolve_checkpoint(args.checkpoint)
+    adapter = read_adapter(args.adapter, src) if args.adapter else None
     tokenizer = load_tokenizer(resolve_checkpoint(args.tokenizer) if args.tokenizer else src)
     sp = dataclasses.replace(sp, eos_ids=tokenizer.eos_ids)
     config, params = load_hf(src, dtype=jnp.bfloat16 if args.dtype == "bfloat16" else jnp.float32)
+    if adapter is not None:
+        params = fold_adapter(config, params, adapter)
     config = config.replace(dtype=args.dtype)
     params = engine.handoff(config, params)  # onto the mesh's rollout layout (unchanged without one)
     system = [{"role": "system", "content": args.system}] if args.system else []

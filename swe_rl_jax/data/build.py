@@ -125,7 +125,7 @@ def build_from_sources(sources: BuildSources, options: BuildOptions, mining: Min
         if engine.tfds_data_dir:
             from swe_rl_jax.data.tfds_build import build_tfds
 
-            sizes = build_tfds(stream, locator, options, repos, work_out, engine.tfds_data_dir, setup)
+            sizes = build_tfds(stream, locator, options, repos, work_out, engine.tfds_data_dir, setup, progress)
             summary = {"tfds": {"data_dir": engine.tfds_data_dir, "examples": sizes}, **extra}
         elif setup is not None:
             from swe_rl_jax.data.beam_build import build_with_beam

@@ -427,6 +427,7 @@ def register_tasks(
     overlong: str = "drop",
     shuffle_buffer_size: int = seqio.SHUFFLE_BUFFER_SIZE,
     build: bool = True,
+    progress: bool = True,
 ) -> Registration:
     """Builds the TFDS datasets (or reuses them) and (re)registers the seqio tasks and mixtures.
 
@@ -445,6 +446,7 @@ def register_tasks(
       build: build missing or stale TFDS datasets (default). Multi-host jobs should build on one
         host (or beforehand) and pass `build=False` elsewhere, which errors on a missing or stale
         dataset instead of racing to write it.
+      progress: TFDS's progress bars while a dataset builds (`tfds_builder.show_progress`).
     """
     if records_dir is None and sft_dir is None:
         raise ValueError("register_tasks needs records_dir (RL prompts) and/or sft_dir (SFT examples)")
@@ -466,7 +468,7 @@ def register_tasks(
         chosen = _select_subtasks(kind, root, requested)
         allowed = [s for s in chosen if kind == "rl" or s in SORFT_SUBTASKS]
         _rates(kind, {s: 1 for s in chosen}, rates_arg, allowed)  # argument errors before any build
-        builders = {s: tb.prepare(root, ddir, kind, s, build=build) for s in chosen}
+        builders = {s: tb.prepare(root, ddir, kind, s, build=build, progress=progress) for s in chosen}
         sizes = {s: b.info.splits["train"].num_examples for s, b in builders.items()}
         plans.append((kind, ddir, builders, _rates(kind, sizes, rates_arg, allowed)))
 

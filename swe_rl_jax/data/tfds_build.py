@@ -91,13 +91,15 @@ class _SplitExamples(beam.PTransform):
 
 
 def build_tfds(instances: InstanceSource, locator: RepoLocator, options: BuildOptions, repos: set[str],
-               out_dir: str | Path, data_dir: str | Path, setup: PipelineSetup) -> dict[str, dict[str, Any]]:
+               out_dir: str | Path, data_dir: str | Path, setup: PipelineSetup,
+               progress: bool = False) -> dict[str, dict[str, Any]]:
     """Writes the work directory under `out_dir` (kept: `tfds build` can run it again) and builds
-    `swe_build/rl_<subtask>` in `data_dir` for every subtask of `options` on `setup`; returns
-    {subtask: {split: examples}}."""
+    `swe_build/rl_<subtask>` in `data_dir` for every subtask of `options` on `setup`, with TFDS's
+    progress bars when `progress`; returns {subtask: {split: examples}}."""
     work = Path(out_dir) / WORK_DIR
     write_work(instances, locator, options, repos, work)
     sizes = {}
+    tb.show_progress(progress)
     for subtask in options.subtasks:
         builder = SweBuild(config=tb.config_name("rl", subtask), data_dir=str(data_dir))
         with stopping_workers():

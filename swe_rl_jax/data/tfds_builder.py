@@ -309,13 +309,20 @@ class SweSubtasks(QuietBuilder, tfds.core.GeneratorBasedBuilder):
             yield lineno, record_to_example(record, cfg.kind)
 
 
+def show_progress(shown: bool) -> None:
+    """TFDS's own progress bars while it builds a dataset ("Generating splits...", "Generating
+    train examples...", "Shuffling ...", on stderr) on or off: a command run with `progress=false`
+    (or `--no-progress`) shows none. TFDS keeps the switch process-wide, so every build sets it."""
+    tfds.display_progress_bar(shown)
+
+
 def prepare(records_dir: str | Path, data_dir: str | Path, kind: str, subtask: str,
-            build: bool = True) -> SweSubtasks:
+            build: bool = True, progress: bool = True) -> SweSubtasks:
     """Builds (or reuses) `swe_subtasks/<kind>_<subtask>` in `data_dir`; returns a ready builder.
 
     Rebuilds when the stored records fingerprint differs from the current files. With
     `build=False` a missing or stale dataset is an error instead (for hosts that must only read
-    what one host built).
+    what one host built). `progress`: TFDS's bars while it builds (`show_progress`).
     """
     name = config_name(kind, subtask)
     root = check_records_dir(records_dir)
@@ -332,6 +339,7 @@ def prepare(records_dir: str | Path, data_dir: str | Path, kind: str, subtask: s
     if builder.is_prepared():
         log.warning("records for %s changed since %s was built: rebuilding", name, builder.data_dir)
         mode = tfds.download.GenerateMode.REUSE_CACHE_IF_EXISTS
+    show_progress(progress)
     builder.download_and_prepare(
         download_config=tfds.download.DownloadConfig(
             manual_dir=str(root), download_mode=mode, try_download_gcs=False

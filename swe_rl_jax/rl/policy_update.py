@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -23,8 +23,8 @@ from swe_rl_jax.rl.rollout import OverlongMode
 from swe_rl_jax.sampling import Engine, SampleResult, SamplingParams
 from swe_rl_jax.sampling.config import RolloutConfig, build_engine
 from swe_rl_jax.subtasks import format_ok
-from swe_rl_jax.train import (BudgetedStep, TrainState, batch_shardings, make_train_step, memory_budget_bytes,
-                              merge_aux, next_token_targets, token_logprobs)
+from swe_rl_jax.train import (RematSetting, TrainState, batch_shardings, budgeted_step, make_train_step, merge_aux,
+                              next_token_targets, token_logprobs)
 
 Prompt = tuple[Sequence[int], Any]  # (token ids, payload handed back to `score`)
 ScoreFn = Callable[[Sequence[Any], Sequence[SampleResult]], Sequence[tuple[float, dict]]]
@@ -39,7 +39,7 @@ class UpdateConfig:
     loss_chunk: int = 512
     # Activation checkpointing of the policy's layers in updates; "auto": the cheapest policy
     # (none, attention, dots, full) whose compiled update fits memory_budget_gb.
-    remat: Literal["auto", "none", "attention", "dots", "full"] = "auto"
+    remat: RematSetting = "auto"
     memory_budget_gb: float = 0.0  # 0: 90 % of the device's memory (a quarter of the host's RAM on CPU)
     pack_groups: bool = True  # GRPO: a group's responses share one copy of their prompt per row
     overlong: OverlongMode = "mask"
@@ -230,8 +230,5 @@ class PolicyUpdater:
                     self.state_shardings, self.shard_batch(example), with_entropy, self.learning_rate, self.shard,
                     remat)
 
-            if self.update.remat == "auto":
-                self._steps[key] = BudgetedStep(build, memory_budget_bytes(self.update.memory_budget_gb))
-            else:
-                self._steps[key] = build(self.update.remat)
+            self._steps[key] = budgeted_step(build, self.update.remat, self.update.memory_budget_gb)
         return self._steps[key]

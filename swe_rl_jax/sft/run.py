@@ -27,10 +27,10 @@ from swe_rl_jax.parallel.rules import MeshSharding
 from swe_rl_jax.model_source import ModelSource, export_policy, jnp_dtype, load_policy, sampling_config, tokenizer_source
 from swe_rl_jax.sampling import SamplingParams
 from swe_rl_jax.subtasks import SUBTASKS
-from swe_rl_jax.train import (Checkpointer, LoopConfig, MetricsWriter, OptimizerConfig, abstract_train_state,
-                              batch_shardings, create_train_state, from_seqio, learning_rate_schedule,
-                              make_optimizer, make_sft_loss, make_train_step, resume, train_flops_per_token,
-                              train_loop)
+from swe_rl_jax.train import (BudgetedStep, Checkpointer, LoopConfig, MetricsWriter, OptimizerConfig, RematSetting,
+                              abstract_train_state, batch_shardings, budgeted_step, create_train_state, from_seqio,
+                              learning_rate_schedule, make_optimizer, make_sft_loss, make_train_step, resume,
+                              train_flops_per_token, train_loop)
 from swe_rl_jax.train.losses import SEQIO_SFT_FEATURES
 
 
@@ -57,7 +57,11 @@ class SFTConfig:
     optimizer: OptimizerConfig = field(default_factory=lambda: OptimizerConfig(lr=1e-5, warmup_ratio=0.03))
     mesh: MeshConfig = field(default_factory=MeshConfig)
     rules: str = "fsdp"
-    remat: RematPolicy = "none"
+    # Activation checkpointing of the layers; "auto": the cheapest policy (none, attention, dots,
+    # full) whose compiled step fits memory_budget_gb (train/budget.py). Without it SmolLM2's step
+    # at 2 x 832 tokens keeps 6.2 GiB of activations (docs/BENCHMARKS.md, "SFT memory").
+    remat: RematSetting = "auto"
+    memory_budget_gb: float = 0.0  # 0: 90 % of the device's memory (a quarter of the host's RAM on CPU)
     loss_chunk: int = 512
     eval_examples: int = 16  # held-out records per subtask for the greedy eval (0: none)
     eval_max_new_tokens: int = 256
@@ -126,7 +130,8 @@ class SeqioBatches:
 
         def register(build: bool) -> Any:
             return st.register_tasks(None, tokenizer, sft_dir=config.sft_dir, data_dir=str(Path(config.out_dir) / "tfds"),
-                                     sft_subtasks=subtasks, shuffle_buffer_size=config.shuffle_buffer_size, build=build)
+                                     sft_subtasks=subtasks, shuffle_buffer_size=config.shuffle_buffer_size, build=build,
+                                     progress=config.progress)
 
         # One host builds the TFDS datasets; the others wait for it, then only read them.
         first = jax.process_index() == 0
@@ -199,14 +204,18 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
                                          params=params, param_dtype=param_dtype)
     del params
     shard = MeshSharding(mesh, rules)
-    loss_fn = make_sft_loss(model_config, chunk=config.loss_chunk, remat=config.remat, shard=shard)
     batches = SeqioBatches(config, subtasks, tokenizer.pad_id)
     shapes = batches.shapes()
     b_sh = batch_shardings(mesh, rules, {k: jax.ShapeDtypeStruct(s, np.int32) for k, s in shapes.items()})
     batches.rows = local_rows(b_sh["tokens"], shapes["tokens"])  # this host reads only these rows
     place = lambda local: global_batch(local, b_sh, config.batch_size)  # noqa: E731
-    step = make_train_step(loss_fn, optimizer, state_sh, b_sh, num_micro_batches=config.micro_batches,
-                           learning_rate=learning_rate_schedule(opt_config))
+
+    def build(remat: RematPolicy) -> Any:
+        return make_train_step(make_sft_loss(model_config, chunk=config.loss_chunk, remat=remat, shard=shard),
+                               optimizer, state_sh, b_sh, num_micro_batches=config.micro_batches,
+                               learning_rate=learning_rate_schedule(opt_config))
+
+    step = budgeted_step(build, config.remat, config.memory_budget_gb)
 
     checkpointer = Checkpointer(out / "checkpoints", keep=config.keep_checkpoints)
     state, position, resumed = resume(checkpointer,
@@ -231,10 +240,12 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     summary: dict[str, Any] = {"steps": result.position, "stop_reason": result.reason, "train_examples": n_train,
                                "examples": counts.to_json(),
                                "skipped_steps": result.skipped_steps,
-                               "train_loss_first": result.first_loss, "train_loss_last": result.last_loss}
+                               "train_loss_first": result.first_loss, "train_loss_last": result.last_loss,
+                               "remat": (step.chosen[0] if isinstance(step, BudgetedStep) else "") or config.remat}
 
     val = batches.validation()
     if val:
+        loss_fn = make_sft_loss(model_config, chunk=config.loss_chunk, shard=shard)  # no backward: no remat
         eval_loss = jax.jit(lambda p, b: loss_fn(p, b), in_shardings=(state_sh.params, b_sh))
         total, tokens = 0.0, 0.0
         for b in val:

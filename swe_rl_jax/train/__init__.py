@@ -1,5 +1,5 @@
 """Training core: optimizer, chunked losses, sharded train state and step, checkpoints, metrics, loop."""
-from swe_rl_jax.train.budget import BudgetedStep, compiled_peak_bytes, memory_budget_bytes
+from swe_rl_jax.train.budget import BudgetedStep, RematSetting, budgeted_step, compiled_peak_bytes, memory_budget_bytes
 from swe_rl_jax.train.checkpointing import Checkpointer, PreemptionFlag
 from swe_rl_jax.train.losses import (
     Batch,
@@ -17,7 +17,7 @@ from swe_rl_jax.train.state import TrainState, abstract_train_state, create_trai
 from swe_rl_jax.train.step import TrainStep, batch_shardings, make_train_step, merge_aux
 
 __all__ = [
-    "BudgetedStep", "compiled_peak_bytes", "memory_budget_bytes",
+    "BudgetedStep", "RematSetting", "budgeted_step", "compiled_peak_bytes", "memory_budget_bytes",
     "Checkpointer", "PreemptionFlag",
     "Batch", "LossFn", "count_loss_tokens", "from_seqio", "make_sft_loss", "next_token_targets", "token_logprobs",
     "LoopConfig", "LoopResult", "resume", "train_loop",

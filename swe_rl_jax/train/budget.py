@@ -4,7 +4,7 @@ remat policy whose compiled peak fits, read from XLA's own buffer assignment
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import jax
 import numpy as np
@@ -15,6 +15,8 @@ from swe_rl_jax.parallel.distributed import multi_process
 
 # Cheapest first: recompute nothing, the attention core, all but the weight matmuls, everything.
 REMAT_BY_COST = ("none", "attention", "dots", "full")
+# A run's `remat` setting: one policy, or "auto", the first of REMAT_BY_COST that fits the budget.
+RematSetting = Literal["auto", "none", "attention", "dots", "full"]
 
 
 def memory_budget_bytes(budget_gb: float) -> int:
@@ -60,3 +62,9 @@ class BudgetedStep:
                     self.compiled, self.chosen = compiled, (remat, peak)
                     break
         return self.compiled(state, batch)
+
+
+def budgeted_step(build: Callable[[RematPolicy], Any], remat: RematSetting, budget_gb: float) -> Any:
+    """The train step of a `remat` setting: `build(remat)`, or for "auto" a `BudgetedStep` over
+    `build` within `memory_budget_bytes(budget_gb)`."""
+    return BudgetedStep(build, memory_budget_bytes(budget_gb)) if remat == "auto" else build(remat)

@@ -55,11 +55,12 @@ class LoopResult:
     last_loss: Optional[float] = None
 
 
-# Top-level config keys a resumed run may change: how long it runs, how it reports/saves and
-# where its output lives (a run directory may be moved or copied), not what it computes.
+# Top-level config keys a resumed run may change: how long it runs, how it reports/saves, where
+# its output lives (a run directory may be moved or copied) and which activations it recomputes
+# to save memory (the same gradients: tests/test_rl_packing.py), not what it computes.
 RESUME_MAY_CHANGE = frozenset({"num_steps", "progress", "save_every", "keep_checkpoints", "stop_after_steps",
                                "export", "eval_examples", "eval_max_new_tokens", "heldout", "out_dir",
-                               "distributed"})
+                               "distributed", "remat", "memory_budget_gb"})
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
