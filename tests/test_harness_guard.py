@@ -343,14 +343,18 @@ def test_the_plugin_backs_what_pytest_reports_on_old_and_new_pytest(tmp_path_fac
     (worktree / "tests").mkdir()
     (worktree / "pkg" / "__init__.py").write_text("def f():\n    return 1\n")
     (worktree / "tests" / "test_a.py").write_text(SUITE)
-    (root / "scratch").mkdir()
-    with start_guard(root / "scratch", worktree, trusted_files(worktree, []), ["tests/test_a.py"],
-                     [env.site_packages()]) as guard:
-        done = subprocess.run([str(env.python), "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_a.py",
-                               "-p", PLUGIN], cwd=worktree, pass_fds=guard.pass_fds, capture_output=True, text=True,
-                              env={**guard.env, "PATH": os.environ["PATH"], "HOME": str(root),
-                                   "PYTHONPATH": f"{guard.directory}:{worktree}", "PYTHONDONTWRITEBYTECODE": "1"})
-        report = guard.report()
+
+    def guarded_pytest(scratch: Path, untrusted: list[str]):
+        scratch.mkdir()
+        with start_guard(scratch, worktree, trusted_files(worktree, untrusted), ["tests/test_a.py"],
+                         [env.site_packages()]) as guard:
+            done = subprocess.run([str(env.python), "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_a.py",
+                                   "-p", PLUGIN], cwd=worktree, pass_fds=guard.pass_fds, capture_output=True, text=True,
+                                  env={**guard.env, "PATH": os.environ["PATH"], "HOME": str(root),
+                                       "PYTHONPATH": f"{guard.directory}:{worktree}", "PYTHONDONTWRITEBYTECODE": "1"})
+            return done, guard.report()
+
+    done, report = guarded_pytest(root / "scratch", [])
     logged = parse_log("pytest", done.stdout)
     assert done.returncode == 1 and report.guarded and report.tampering(logged, True) is None, (done.stdout[-2000:],
                                                                                                 report)
@@ -370,15 +374,7 @@ def test_the_plugin_backs_what_pytest_reports_on_old_and_new_pytest(tmp_path_fac
                            ("string.whitespace", "import string\n\n\ndef f():\n"
                                                  "    string.whitespace = lambda *a: ''\n")):
         (worktree / "pkg" / "__init__.py").write_text(code + "    return 1\n")
-        scratch = root / f"scratch-{replaced}"
-        scratch.mkdir()
-        with start_guard(scratch, worktree, trusted_files(worktree, ["pkg/__init__.py"]), ["tests/test_a.py"],
-                         [env.site_packages()]) as guard:
-            done = subprocess.run([str(env.python), "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_a.py",
-                                   "-p", PLUGIN], cwd=worktree, pass_fds=guard.pass_fds, capture_output=True, text=True,
-                                  env={**guard.env, "PATH": os.environ["PATH"], "HOME": str(root),
-                                       "PYTHONPATH": f"{guard.directory}:{worktree}", "PYTHONDONTWRITEBYTECODE": "1"})
-            report = guard.report()
+        done, report = guarded_pytest(root / f"scratch-{replaced}", ["pkg/__init__.py"])
         assert done.returncode == 86 and replaced in report.proof(done.returncode), (done.stdout[-2000:], report)
 
 
