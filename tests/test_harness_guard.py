@@ -55,6 +55,12 @@ def _run(tmp_path: Path, script: str, untrusted: bool, python: str = sys.executa
     return done.returncode, done.stderr, report
 
 
+PYC_FORGER = """\
+import importlib.util, marshal, os
+_name = '/' + 'x' * (len(os.__file__) - 1)
+_code = marshal.dumps(compile('import sys\\nsys.settrace(lambda *a: None)\\nsys.settrace(None)\\n', _name, 'exec'))
+PYC = importlib.util.MAGIC_NUMBER + bytes(12) + _code.replace(_name.encode(), os.__file__.encode())
+"""
 # Each: a script that does what a forger needs, by the class of event it raises.
 EVENTS = {
     "settrace": ("import sys\nsys.settrace(lambda *a: None)\nsys.settrace(None)\n", "sys.settrace"),
@@ -91,6 +97,12 @@ EVENTS = {
                     "sys.settrace"),
     "at_exit": ("import atexit, gc\natexit.register(gc.get_objects)\n", "gc.get_objects"),
     "exec_string": ("exec('import gc\\ngc.get_objects()')\n", "gc.get_objects"),
+    # Compiled code that claims a trusted file, made without compiling under its name (the name patched
+    # into marshal's bytes) and imported from a .pyc the code wrote, itself or through a child process.
+    "pyc_claiming_a_trusted_file": (PYC_FORGER + "open('forged.pyc', 'wb').write(PYC)\nimport forged\n", "marshal.loads"),
+    "pyc_written_by_a_child": (PYC_FORGER + "import subprocess, sys\n"
+                               "subprocess.run([sys.executable, '-c', 'import sys; open(\"forged.pyc\", \"wb\").write("
+                               "bytes.fromhex(sys.argv[1]))', PYC.hex()], check=True)\nimport forged\n", "marshal.loads"),
 }
 TESTS = {"tests/test_a.py": "def test_a():\n    assert True\n"}
 
@@ -110,7 +122,8 @@ def test_a_watched_event_from_untrusted_code_ends_the_run_with_evidence(tmp_path
     # file's name), nor code compiled at run time (it is nobody's file) or work handed to a thread or
     # an exit handler with no code of the file's on the stack: those stay flagged.
     code, stderr, report = _run(tmp_path / "t", script, untrusted=False, tests=TESTS)
-    if name in ("proc_mem", "compile_as_trusted", "exec_string", "in_a_thread", "at_exit"):
+    if name in ("proc_mem", "compile_as_trusted", "exec_string", "in_a_thread", "at_exit", "pyc_claiming_a_trusted_file",
+                "pyc_written_by_a_child"):
         assert code == 86 and report.evidence[0][0].startswith(event), report
     else:
         assert code == 0 and report.loaded and not report.evidence and not report.problem, (stderr[-2000:], report)

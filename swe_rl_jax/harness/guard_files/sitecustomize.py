@@ -118,6 +118,7 @@ def _start():
     formatting = ("/traceback.py", "/logging/__init__.py")
 
     trust_cache = {}  # filename -> (trusted, standard library)
+    last_read = {}  # thread id -> the path it last opened for reading
     state = {"seq": 0}
     busy = set()
     snapshots = {}  # "framework" | "stdlib" -> [(namespace, {name: id}, held values)]
@@ -282,6 +283,12 @@ def _start():
         return (rel in test_files or rel in trusted_files or name in config_names
                 or (name.startswith("test_") and name.endswith(".py")) or name.endswith("_test.py"))
 
+    def trusted_place(path):
+        """Whether `path` is in the standard library's or a trusted root's directories, where compiled
+        code comes from the file beside it (the work tree holds none: no test run writes bytecode)."""
+        return (path.startswith(std_roots) and "-packages/" not in path and not path.startswith(untrusted_roots)) \
+            or longest(path, trusted_roots) > longest(path, untrusted_roots)
+
     def on_open(event, args, caller):
         path = resolve(args[0])
         if not path:
@@ -289,6 +296,8 @@ def _start():
         mode = args[1] if len_(args) > 1 and type_(args[1]) is str_ else ""
         flags = args[2] if len_(args) > 2 and type_(args[2]) is int_ else 0
         writing = "w" in mode or "a" in mode or "x" in mode or "+" in mode or flags & writing_flags
+        if not writing:  # what the import system unmarshals next in this thread came from here
+            last_read[get_ident()] = path
         if path.startswith("/proc/") and (path.endswith("/mem") or "/fd/" in path or path.endswith("/fd")) \
                 or path.startswith("/dev/fd/"):
             culprit = actor(caller)
@@ -347,15 +356,37 @@ def _start():
                     return True
         return False
 
+    def claims_trust(value, depth):
+        """Whether `value` holds a code object whose file is a trusted one's (or a patched file's)."""
+        if type_(value) is code_type:
+            if classify(value.co_filename)[0] or value.co_filename in partly:
+                return True
+            value = value.co_consts
+        if depth > 50:
+            return False
+        if type_(value) in (tuple_, list_, set_, frozenset_):
+            for item in value:
+                if claims_trust(item, depth + 1):
+                    return True
+        return False
+
     def on_marshal(event, args, caller):
+        """Code unmarshalled by untrusted code; or by the import system from bytes read outside the
+        trusted places (a .pyc or a zip archive anyone may have written, children included) that claim
+        a trusted file: code posing as the standard library's or the framework's."""
         culprit = actor(caller)
-        if culprit is not None:
-            try:
-                loaded = marshal_loads(args[0])
-            except Exception_:
-                return
-            if holds_code(loaded, 0):
-                flag(event, culprit, "unmarshalled code")
+        source = last_read.get(get_ident(), "")
+        if culprit is None and trusted_place(source):
+            return
+        try:
+            loaded = marshal_loads(args[0])
+        except Exception_:
+            return
+        if culprit is not None and holds_code(loaded, 0):
+            flag(event, culprit, "unmarshalled code")
+        if claims_trust(loaded, 0):
+            flag(event, anywhere(caller, stop_at_import=False) or caller,
+                 "loaded compiled code that claims a trusted file from " + source)
 
     def on_getattr(event, args, caller):
         name = args[1] if len_(args) > 1 else ""
