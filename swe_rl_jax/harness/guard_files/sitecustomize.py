@@ -17,8 +17,9 @@ it adds an audit hook (PEP 578: no Python code can remove one), which
   (`trusted`: path -> git blob id), or when its code is a function (class body, lambda,
   comprehension) of a file the model patch changed that the patch left as it was (`partly_trusted`:
   path -> blob id and (first line, name) of each such code object); anything else (what the patch
-  wrote or added, what the install step changed, code compiled at run time) is not. A watched event from code that is not trusted ends
-  the process at once with an `E` record naming the event, the file and line: the run is `tampered`;
+  wrote or added, what the install step changed, code compiled at run time) is not. A watched event
+  from code that is not trusted ends the process at once with an `E` record naming the event, the
+  file and line: the run is `tampered`;
 - snapshots, on the plugin's request, what the test framework, `builtins` and the standard library
   bind (functions, classes and their attributes, modules) and compares later states with it;
 - accepts records of the pytest plugin beside it (`_swe_rl_jax_guard.py`) only from that plugin's
@@ -121,7 +122,7 @@ def _start():
     last_read = {}  # thread id -> the path it last opened for reading
     state = {"seq": 0}
     busy = set()
-    snapshots = {}  # "framework" | "stdlib" -> [(namespace, {name: id}, held values)]
+    snapshots = {}  # "framework" | "stdlib" -> [[name, namespace, ids of its values, held bindings, a class's]]
     hook_tables = []
 
     def mac(data):
