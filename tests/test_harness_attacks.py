@@ -15,7 +15,7 @@ from swe_rl_jax.commands import evaluate as evaluate_cmd
 from swe_rl_jax.data.sample import SAMPLE_DIR, run_isolated_git
 from swe_rl_jax.data.sources import RepoLocator, load_instances
 from swe_rl_jax.harness import evaluate_predictions, load_specs
-from swe_rl_jax.harness.checkout import checkout
+from swe_rl_jax.harness.checkout import checkout, tree_entries
 from swe_rl_jax.harness.directives import test_directives
 from swe_rl_jax.harness.images import swebench_image_name
 from swe_rl_jax.harness.patching import apply_patch
@@ -234,7 +234,8 @@ def test_git_ignores_the_work_trees_hooks_and_fsmonitor(repos, tmp_path):
     (worktree / "conftest.py").write_text(FORCE_PASS)
     (worktree / "tests" / "test_types.py").write_text("")
     patch = git_diff({}, {"conftest.py": FORCE_PASS})
-    reset = reset_test_infrastructure(worktree, INSTANCE.base_commit, patch, ["tests/test_types.py"])
+    reset = reset_test_infrastructure(worktree, tree_entries(worktree, INSTANCE.base_commit), patch,
+                                      ["tests/test_types.py"])
     assert reset == ["conftest.py"] and not (worktree / "conftest.py").exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ran")) == []
 

@@ -65,7 +65,7 @@ import dataclasses
 import os
 import tempfile
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 from swe_rl_jax.data.patches import PatchError, parse_patch
 from swe_rl_jax.harness.checkout import CheckoutError, checkout, read_blobs, tree_entries
@@ -173,12 +173,11 @@ def _write_entry(worktree: Path, path: str, mode: str, data: bytes) -> None:
         handle.write(data)
 
 
-def reset_test_infrastructure(worktree: Path, commit: str, model_patch: str, test_files: Sequence[str],
-                              pythonpath: Sequence[str] = ()) -> list[str]:
+def reset_test_infrastructure(worktree: Path, entries: Mapping[str, tuple[str, str]], model_patch: str,
+                              test_files: Sequence[str], pythonpath: Sequence[str] = ()) -> list[str]:
     """Puts the files of `model_patch` outside the allowlist (integrity.py; `test_files`: the
-    test patch's and the test ids' files; `pythonpath`: the spec's import roots) back to
-    `commit`, byte for byte; returns them."""
-    entries = tree_entries(worktree, commit)
+    test patch's and the test ids' files; `pythonpath`: the spec's import roots) back to the base
+    commit (`entries`: its tree, checkout.tree_entries), byte for byte; returns them."""
     reset = paths_to_reset(_patched_paths(model_patch), test_files, base_entries(entries), pythonpath)
     blobs = read_blobs(worktree, list(dict.fromkeys(entries[p][1] for p in reset if p in entries)))
     for path in reset:
@@ -309,7 +308,7 @@ def _prepare(scratch: Path, repo_dir: Path, commit: str, model_patch: str, env: 
             run.error, run.message = "patch_failed", run.applied[-1].message
             return run
         files = (patch_files(test_patch) if test_patch.strip() else []) + list(test_files)
-        run.reset = reset_test_infrastructure(run.worktree, commit, model_patch, files, spec.pythonpath)
+        run.reset = reset_test_infrastructure(run.worktree, run.base_files, model_patch, files, spec.pythonpath)
     if test_patch.strip():
         run.applied.append(apply_patch(run.worktree, test_patch, scratch / "test.diff"))
         if not run.applied[-1].applied:

@@ -155,10 +155,10 @@ def _start():
             found = (filename[len_(worktree):] in trusted_files, False)
         elif filename.startswith(own):
             found = (True, False)
-        elif filename.startswith(std_roots) and "-packages/" not in filename and not filename.startswith(untrusted_roots):
+        elif in_stdlib(filename):
             found = (True, True)
-        else:  # the longest root that holds it decides: an image's `/` is trusted, its /tmp not
-            found = (longest(filename, trusted_roots) > longest(filename, untrusted_roots), False)
+        else:
+            found = (in_trusted_root(filename), False)
         if found[0] and filename.startswith("/") and not filename.endswith(".py") and "/bin/" not in filename:
             found = (False, False)  # a template's or data file's name: code compiled under it is nobody's
         trust_cache[filename] = found
@@ -173,6 +173,12 @@ def _start():
             return trusted
         kept = partly.get(code.co_filename)
         return kept is not None and (code.co_firstlineno, code.co_name) in kept[1]
+
+    def in_stdlib(path):
+        return path.startswith(std_roots) and "-packages/" not in path and not path.startswith(untrusted_roots)
+
+    def in_trusted_root(path):  # the longest root that holds it decides: an image's `/` is trusted, its /tmp not
+        return longest(path, trusted_roots) > longest(path, untrusted_roots)
 
     def longest(filename, roots):
         best = -1
@@ -284,12 +290,6 @@ def _start():
         return (rel in test_files or rel in trusted_files or name in config_names
                 or (name.startswith("test_") and name.endswith(".py")) or name.endswith("_test.py"))
 
-    def trusted_place(path):
-        """Whether `path` is in the standard library's or a trusted root's directories, where compiled
-        code comes from the file beside it (the work tree holds none: no test run writes bytecode)."""
-        return (path.startswith(std_roots) and "-packages/" not in path and not path.startswith(untrusted_roots)) \
-            or longest(path, trusted_roots) > longest(path, untrusted_roots)
-
     def on_open(event, args, caller):
         path = resolve(args[0])
         if not path:
@@ -377,7 +377,9 @@ def _start():
         a trusted file: code posing as the standard library's or the framework's."""
         culprit = actor(caller)
         source = last_read.get(get_ident(), "")
-        if culprit is None and trusted_place(source):
+        # Bytes from the standard library's or a trusted root's directories: compiled code comes from
+        # the file beside it there (the work tree holds none: no test run writes bytecode).
+        if culprit is None and (in_stdlib(source) or in_trusted_root(source)):
             return
         try:
             loaded = marshal_loads(args[0])
